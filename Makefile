@@ -1,0 +1,49 @@
+# The two commands of the README: `make run` and `make test`.
+# Each creates .venv and installs what it needs, idempotently.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+
+.PHONY: run test lint typecheck unit bench prereq clean
+
+prereq:
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; pymq needs Python 3.10+" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
+		|| { echo "error: pymq needs Python 3.10+, found $$($(PYTHON) --version 2>&1)" >&2; exit 1; }
+	@$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null \
+		|| { echo "error: $(PYTHON) lacks venv/ensurepip (Debian: apt-get install python3-venv)" >&2; exit 1; }
+
+$(PY): | prereq
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e .
+	@touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e '.[test]'
+	@touch $@ $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(PY) jobs/store_demo.py
+
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(VENV)/.installed-test
+	$(VENV)/bin/mypy
+
+unit: $(VENV)/.installed-test
+	$(PY) -m pytest
+
+test: lint typecheck unit
+
+bench: $(VENV)/.installed-test
+	$(PY) benchmarks/store_bench.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,240 @@
+"""Hash index for lookups by key and by UNIQ_KEY, in RocketMQ's IndexFile layout.
+
+Each file: a 40-byte header (begin/end store timestamp, begin/end physical
+offset, used slot count, entry count), ``max_hash_slot_num`` i32 slots holding
+the newest entry of each hash bucket, then ``max_index_num`` 20-byte entries
+(key hash i32, physical offset i64, seconds since the file's begin i32,
+previous entry of the bucket i32). Entry 0 is unused: 0 means "none". Keys
+are ``topic#key``. A lookup walks one bucket's chain: no scan of the log.
+
+Files are named by the physical offset of their first record. Entries may
+point past a truncated log tail after a crash; readers check the record.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from broker.store.files import file_name, parse_file_name
+from broker.store.mapped_file import MappedFile
+
+__all__ = ["IndexService", "key_hashes"]
+
+log = logging.getLogger(__name__)
+_HEADER = struct.Struct(">qqqqii")
+HEADER_SIZE = 40
+_ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("offset", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
+_POW31_CACHE: dict[int, np.ndarray] = {}
+
+
+def key_hash(key: str) -> int:
+    """Java's ``String.hashCode`` over the key's UTF-8 bytes, masked to 31 bits."""
+    h = 0
+    for b in key.encode("utf-8"):
+        h = (31 * h + b) & 0xFFFFFFFF
+    return h & 0x7FFFFFFF
+
+
+def _pow31(length: int) -> np.ndarray:
+    cached = _POW31_CACHE.get(length)
+    if cached is None:
+        powers = [pow(31, length - 1 - i, 1 << 32) for i in range(length)]
+        _POW31_CACHE[length] = cached = np.array(powers, dtype=np.uint32)
+    return cached
+
+
+def key_hashes(keys: Sequence[str]) -> np.ndarray:
+    """``key_hash`` of every key, vectorised over keys of equal length."""
+    encoded = [k.encode("utf-8") for k in keys]
+    out = np.empty(len(encoded), dtype=np.uint32)
+    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    for length in np.unique(lens).tolist():
+        rows = np.flatnonzero(lens == length)
+        if length == 0:
+            out[rows] = 0
+            continue
+        group = encoded if rows.size == len(encoded) else [encoded[i] for i in rows.tolist()]
+        mat = np.frombuffer(b"".join(group), dtype=np.uint8).reshape(len(group), length)
+        out[rows] = (mat.astype(np.uint32) * _pow31(length)).sum(axis=1, dtype=np.uint32)
+    return (out & np.uint32(0x7FFFFFFF)).astype(np.int64)
+
+
+class IndexFile:
+    def __init__(self, path: Path, slot_num: int, index_num: int) -> None:
+        self.slot_num = slot_num
+        self.index_num = index_num
+        size = HEADER_SIZE + slot_num * 4 + index_num * _ENTRY_DTYPE.itemsize
+        self.file = MappedFile(path, size)
+        self.begin_phys = parse_file_name(path.name) or 0
+        buf = self.file.buffer()
+        self._slots: Any = np.ndarray((slot_num,), dtype=">i4", buffer=buf, offset=HEADER_SIZE)
+        self._entries: Any = np.ndarray(
+            (index_num,), dtype=_ENTRY_DTYPE, buffer=buf, offset=HEADER_SIZE + slot_num * 4
+        )
+        (self.begin_ts, self.end_ts, _, self.end_phys, self.slot_count, self.index_count) = (
+            _HEADER.unpack(self.file.read(0, HEADER_SIZE))
+        )
+        if self.index_count <= 0:
+            self.index_count = 1
+            self.begin_ts = self.end_ts = 0
+            self.end_phys = self.begin_phys
+
+    @property
+    def full(self) -> bool:
+        return bool(self.index_count >= self.index_num)
+
+    def room(self) -> int:
+        return int(self.index_num - self.index_count)
+
+    def _write_header(self) -> None:
+        self.file.write_at(
+            0,
+            _HEADER.pack(
+                self.begin_ts,
+                self.end_ts,
+                self.begin_phys,
+                self.end_phys,
+                self.slot_count,
+                self.index_count,
+            ),
+        )
+
+    def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamp_ms: int) -> None:
+        """Add entries (at most ``room()``) for records stored at ``timestamp_ms``."""
+        m = len(hashes)
+        if m == 0:
+            return
+        if self.begin_ts == 0:
+            self.begin_ts = timestamp_ms
+        base = self.index_count
+        positions = np.arange(base, base + m, dtype=np.int64)
+        slots = hashes % self.slot_num
+        order = np.argsort(slots, kind="stable")
+        s_sorted = slots[order]
+        p_sorted = positions[order]
+        first_in_group = np.ones(m, dtype=bool)
+        first_in_group[1:] = s_sorted[1:] != s_sorted[:-1]
+        heads = self._slots[s_sorted].astype(np.int64)
+        heads[heads >= base] = 0  # a slot left pointing at an unwritten entry by a crash
+        prev_sorted = np.where(first_in_group, heads, np.roll(p_sorted, 1))
+        prev = np.empty(m, dtype=np.int64)
+        prev[order] = prev_sorted
+        entries = self._entries[base : base + m]
+        entries["hash"] = hashes
+        entries["offset"] = offsets
+        entries["time_diff"] = max(0, (timestamp_ms - self.begin_ts) // 1000)
+        entries["prev"] = prev
+        last_in_group = np.ones(m, dtype=bool)
+        last_in_group[:-1] = s_sorted[1:] != s_sorted[:-1]
+        new_slots = s_sorted[last_in_group]
+        self.slot_count += int(np.count_nonzero(self._slots[new_slots] == 0))
+        self._slots[new_slots] = p_sorted[last_in_group]
+        self.index_count = base + m
+        self.end_ts = max(self.end_ts, timestamp_ms)
+        self.end_phys = max(self.end_phys, int(offsets.max()))
+        self._write_header()
+
+    def lookup(self, h: int, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+        if self.end_ts and (self.end_ts < begin_ms or self.begin_ts > end_ms):
+            return []
+        found: list[int] = []
+        idx = int(self._slots[h % self.slot_num])
+        steps = 0
+        while 0 < idx < self.index_count and len(found) < max_num and steps < self.index_count:
+            e = self._entries[idx]
+            ts = self.begin_ts + int(e["time_diff"]) * 1000
+            if int(e["hash"]) == h and begin_ms - 999 <= ts <= end_ms:
+                found.append(int(e["offset"]))
+            prev = int(e["prev"])
+            if prev >= idx:  # chains only point backwards; anything else is damage
+                break
+            idx = prev
+            steps += 1
+        return found
+
+    def flush(self) -> None:
+        self.file.sync()
+
+    def close(self) -> None:
+        del self._slots, self._entries
+        self.file.close()
+
+    def destroy(self) -> None:
+        path = self.file.path
+        self.close()
+        path.unlink(missing_ok=True)
+
+
+class IndexService:
+    """Every index file of the store, newest last."""
+
+    def __init__(self, directory: Path, slot_num: int, index_num: int) -> None:
+        self.directory = directory
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self.files: list[IndexFile] = []
+
+    def load(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for path in sorted(self.directory.iterdir()):
+            if parse_file_name(path.name) is None:
+                continue
+            try:
+                self.files.append(IndexFile(path, self.slot_num, self.index_num))
+            except (OSError, ValueError) as exc:
+                log.warning("dropping unreadable index file %s: %s", path, exc)
+                path.unlink(missing_ok=True)
+
+    def put(self, topic: str, keys: Sequence[str], offsets: np.ndarray, timestamp_ms: int) -> None:
+        """Index ``keys[i]`` of ``topic`` at ``offsets[i]``."""
+        if not keys:
+            return
+        hashes = key_hashes([f"{topic}#{k}" for k in keys])
+        done = 0
+        while done < len(hashes):
+            current = self.files[-1] if self.files else None
+            if current is None or current.full:
+                current = IndexFile(
+                    self.directory / file_name(int(offsets[done])), self.slot_num, self.index_num
+                )
+                self.files.append(current)
+            take = min(current.room(), len(hashes) - done)
+            current.put(hashes[done : done + take], offsets[done : done + take], timestamp_ms)
+            done += take
+
+    def lookup(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+        """Physical offsets of records indexed under ``key``, newest first, de-duplicated."""
+        h = key_hash(f"{topic}#{key}")
+        seen: set[int] = set()
+        out: list[int] = []
+        for f in reversed(self.files):
+            for off in f.lookup(h, max_num, begin_ms, end_ms):
+                if off not in seen:
+                    seen.add(off)
+                    out.append(off)
+            if len(out) >= max_num:
+                break
+        return out[:max_num]
+
+    def delete_below(self, commit_log_min: int) -> int:
+        """Delete files whose every entry points below ``commit_log_min`` (never the newest)."""
+        count = 0
+        while len(self.files) > 1 and self.files[0].end_phys < commit_log_min:
+            self.files.pop(0).destroy()
+            count += 1
+        return count
+
+    def flush(self) -> None:
+        for f in self.files[-2:]:
+            f.flush()
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+        self.files = []

@@ -1,0 +1,322 @@
+"""Crash recovery: make the CommitLog, queues and index agree again.
+
+* The scan starts at the checkpoint (the point up to which log, queues and
+  index were all durable), so recovery time follows the unflushed tail, not
+  the size of the log. With no usable checkpoint it starts at the segment
+  holding the newest queue entry, or at the start of the log.
+* Every record from there on is checked (magic, size bounds, body CRC,
+  PHYSICALOFFSET equal to its own position, lengths that add up) and
+  re-dispatched to its ConsumeQueue and the index where they lack it.
+* The scan stops at the first invalid record: the log is truncated there
+  (the rest of that segment punched to zeros, later segments deleted) and
+  queue entries pointing past it are dropped.
+* A queue that lost entries below the scan start (a deleted file, a gap, or
+  fewer entries than the checkpoint recorded) is rebuilt from the whole log.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from broker.store.checkpoint import Checkpoint
+from broker.store.consume_queue import ConsumeQueue
+from broker.store.inner import index_keys
+from broker.store.mapped_file import MappedFile
+from broker.store.results import RecoveryReport
+from connector.errors import CorruptRecordError, InvalidTopicError, StoreError
+from connector.protocol.hashing import tags_code
+from connector.protocol.names import validate_topic
+from connector.protocol.properties import PropertyKeys, decode_properties
+from connector.protocol.record import RecordCheck, check_record
+
+if TYPE_CHECKING:
+    from broker.store.store import MessageStore
+
+__all__ = ["recover"]
+
+log = logging.getLogger(__name__)
+_ZERO8 = bytes(8)
+
+
+def _load_queues(store: MessageStore) -> set[tuple[str, int]]:
+    """Map every ConsumeQueue on disk; returns the queues that must be rebuilt."""
+    root = store.config.consume_queue_dir
+    broken: set[tuple[str, int]] = set()
+    for topic_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        try:
+            topic = validate_topic(topic_dir.name)
+        except InvalidTopicError:
+            log.warning("ignoring %s: not a valid topic name", topic_dir)
+            continue
+        for qdir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
+            if not qdir.name.isdigit():
+                log.warning("ignoring %s: not a queue id", qdir)
+                continue
+            cq = store.consume_queue(topic, int(qdir.name), create=True)
+            assert cq is not None
+            try:
+                cq.load()
+            except StoreError as exc:
+                log.warning(
+                    "ConsumeQueue %s/%s is damaged (%s); rebuilding it", topic, qdir.name, exc
+                )
+                cq.close()
+                cq.destroy()
+                broken.add((topic, cq.queue_id))
+    return broken
+
+
+def _fallback_start(store: MessageStore) -> int:
+    """No checkpoint: start at the segment holding the newest queue entry."""
+    newest = -1
+    for queues in store.queues.values():
+        for cq in queues.values():
+            last = cq.last_entry()
+            if last is not None:
+                newest = max(newest, last[0])
+    segments = store.commit_log.queue
+    if newest < 0:
+        return segments.min_offset()
+    mf = segments.find(newest) or segments.last()
+    assert mf is not None
+    return mf.file_from_offset
+
+
+class _Scanner:
+    """Walks valid records from an offset, calling back for each; stops at the first bad one."""
+
+    def __init__(self, store: MessageStore, check_crc: bool) -> None:
+        self.segments = store.commit_log.queue
+        self.check_crc = check_crc
+        self.end = 0
+        self.reason = ""
+        self.garbage = False
+        self.records = 0
+
+    def scan(self, start: int, stop_at: int | None = None):  # type: ignore[no-untyped-def]
+        files = self.segments.files
+        mf: MappedFile | None = self.segments.find(start)
+        if mf is None and files and start == files[-1].end_offset:
+            mf = None
+        offset = start
+        idx = files.index(mf) if mf is not None else len(files)
+        while idx < len(files):
+            mf = files[idx]
+            buf = mf.buffer()
+            rel = offset - mf.file_from_offset
+            while True:
+                if stop_at is not None and offset >= stop_at:
+                    self.end = offset
+                    return
+                if rel >= mf.file_size:
+                    break
+                try:
+                    chk = check_record(
+                        buf,
+                        rel,
+                        expected_offset=offset,
+                        limit=mf.file_size,
+                        check_crc=self.check_crc,
+                    )
+                except CorruptRecordError as exc:
+                    self.end = offset
+                    if buf[rel : rel + 8] == _ZERO8:
+                        self.reason = "end of data"
+                    else:
+                        self.reason = exc.message
+                        self.garbage = True
+                    return
+                if chk.blank:
+                    offset = mf.end_offset
+                    break
+                self.records += 1
+                yield offset, chk
+                rel += chk.size
+                offset += chk.size
+            idx += 1
+        self.end = offset
+        self.reason = self.reason or "end of data"
+
+
+def _dispatch(
+    store: MessageStore,
+    offset: int,
+    chk: RecordCheck,
+    *,
+    index_from: int,
+    gaps: set[tuple[str, int]],
+    report: RecoveryReport,
+) -> None:
+    try:
+        cq = store.consume_queue(chk.topic, chk.queue_id, create=True)
+    except (InvalidTopicError, StoreError):
+        log.warning("record at %d names an invalid queue %r/%d", offset, chk.topic, chk.queue_id)
+        return
+    assert cq is not None
+    props = decode_properties(chk.properties)
+    key = (chk.topic, chk.queue_id)
+    if key not in gaps:
+        have = cq.max_offset
+        qo = chk.queue_offset
+        if qo == have or (have == 0 and not cq.files.files):
+            cq.put(qo, offset, chk.size, tags_code(props.get(PropertyKeys.TAGS)))
+            report.consume_queue_entries_rebuilt += 1
+        elif qo < have:
+            if qo >= cq.min_offset:
+                cur = cq.get_entries(qo, 1)
+                if len(cur) and (
+                    int(cur["offset"][0]) != offset or int(cur["size"][0]) != chk.size
+                ):
+                    cq.put(qo, offset, chk.size, tags_code(props.get(PropertyKeys.TAGS)))
+                    report.consume_queue_entries_rebuilt += 1
+        else:
+            gaps.add(key)
+    if offset >= index_from and store.config.message_index_enable:
+        keys = index_keys(props)
+        if keys:
+            store.index.put(
+                chk.topic, keys, np.full(len(keys), offset, dtype=np.int64), chk.store_timestamp
+            )
+            report.index_entries_rebuilt += len(keys)
+    store._last_store_ts = max(store._last_store_ts, chk.store_timestamp)
+
+
+def _rebuild_queues(
+    store: MessageStore, queues: set[tuple[str, int]], end: int, report: RecoveryReport
+) -> None:
+    """Rebuild whole queues from every retained record below ``end``."""
+    for topic, qid in sorted(queues):
+        cq = store.consume_queue(topic, qid, create=True)
+        assert cq is not None
+        cq.destroy()
+        report.queues_rebuilt.append(f"{topic}/{qid}")
+    log.warning("rebuilding ConsumeQueues %s from the whole CommitLog", sorted(queues))
+    scanner = _Scanner(store, check_crc=False)
+    for offset, chk in scanner.scan(store.commit_log.min_offset(), stop_at=end):
+        if (chk.topic, chk.queue_id) not in queues:
+            continue
+        cq = store.consume_queue(chk.topic, chk.queue_id)
+        assert cq is not None
+        if cq.files.files and chk.queue_offset != cq.max_offset:
+            log.error(
+                "queue %s/%d: record at %d has queue offset %d, expected %d",
+                chk.topic,
+                chk.queue_id,
+                offset,
+                chk.queue_offset,
+                cq.max_offset,
+            )
+            continue
+        props = decode_properties(chk.properties)
+        cq.put(chk.queue_offset, offset, chk.size, tags_code(props.get(PropertyKeys.TAGS)))
+        report.consume_queue_entries_rebuilt += 1
+    if scanner.garbage and scanner.end < end:
+        log.error("rebuild stopped at %d: %s", scanner.end, scanner.reason)
+
+
+def recover(store: MessageStore) -> RecoveryReport:
+    cfg = store.config
+    started = time.monotonic()
+    report = RecoveryReport(abnormal=cfg.abort_path.exists())
+    checkpoint = Checkpoint.load(cfg.checkpoint_path)
+    report.checkpoint_found = checkpoint is not None
+    segments = store.commit_log.queue
+    segments.load()
+    for mf in segments.files:
+        mf.wrote_position = mf.flushed_position = mf.file_size
+    rebuild = _load_queues(store)
+    store.index.load()
+    had_index = bool(store.index.files)
+
+    min_offset = segments.min_offset()
+    last = segments.last()
+    log_end = last.end_offset if last is not None else 0
+    if checkpoint is not None:
+        start = checkpoint.recover_from
+    else:
+        start = _fallback_start(store)
+        if segments.files:
+            log.warning("no usable checkpoint in %s: scanning from offset %d", cfg.store_dir, start)
+    if not had_index and checkpoint is not None and checkpoint.index_offset > min_offset:
+        log.warning("index files are missing: re-indexing the whole CommitLog")
+        start = min_offset
+    start = min(max(start, min_offset), log_end)
+    index_from = (
+        start if checkpoint is None or not had_index else max(start, checkpoint.index_offset)
+    )
+
+    report.scanned_from = start
+    gaps: set[tuple[str, int]] = set()
+    scanner = _Scanner(store, check_crc=cfg.check_crc_on_recover)
+    for offset, chk in scanner.scan(start):
+        _dispatch(store, offset, chk, index_from=index_from, gaps=gaps, report=report)
+    end = scanner.end
+    report.records_scanned = scanner.records
+    report.scanned_bytes = end - start
+    later = [
+        f
+        for f in segments.files
+        if f.file_from_offset > end or (f.file_from_offset == end and end < log_end)
+    ]
+    if scanner.garbage or later:
+        report.truncated_at = end
+        report.reason = scanner.reason if scanner.garbage else "segments past the end of valid data"
+        report.dropped_bytes = log_end - end
+        log.warning(
+            "CommitLog truncated at %d (%s); %d segment(s) after it deleted",
+            end,
+            report.reason,
+            len(later),
+        )
+        segments.truncate(end)
+    for f in segments.files:
+        f.wrote_position = f.flushed_position = min(f.file_size, max(0, end - f.file_from_offset))
+
+    for queues in store.queues.values():
+        for cq in queues.values():
+            report.consume_queue_entries_dropped += cq.truncate_dirty(end)
+    rebuild |= gaps
+    if checkpoint is not None and end >= checkpoint.logic_offset:
+        for topic, qs in checkpoint.queue_offsets.items():
+            for qid_s, count in qs.items():
+                known = store.consume_queue(topic, int(qid_s)) if qid_s.isdigit() else None
+                if known is None or known.max_offset < count:
+                    try:
+                        validate_topic(topic)
+                    except InvalidTopicError:
+                        continue
+                    rebuild.add((topic, int(qid_s)))
+    if rebuild:
+        _rebuild_queues(store, rebuild, end, report)
+    min_offset = segments.min_offset()
+    for queues in store.queues.values():
+        for cq in queues.values():
+            cq.correct_min_offset(min_offset)
+    if report.consume_queue_entries_dropped:
+        log.warning(
+            "dropped %d ConsumeQueue entries past the end of the log",
+            report.consume_queue_entries_dropped,
+        )
+    store.dispatched_offset = end
+    # make the re-dispatched tail durable before a new checkpoint claims it
+    segments.flush(0)
+    store.flush_queues_and_checkpoint()
+    report.seconds = time.monotonic() - started
+    log.info(
+        "recovery (%s) of %s: scanned %d records (%d bytes) from %d in %.3fs; end %d",
+        "abnormal" if report.abnormal else "normal",
+        cfg.store_dir,
+        report.records_scanned,
+        report.scanned_bytes,
+        start,
+        report.seconds,
+        end,
+    )
+    return report
+
+
+__all__ += ["ConsumeQueue"]

@@ -1,0 +1,545 @@
+"""MessageStore: the CommitLog, its ConsumeQueues and index, flushing and recovery.
+
+One put lock orders every append: the record goes to the CommitLog, its
+ConsumeQueue entry and index entries are written at once (the dispatch that
+RocketMQ's ReputMessageService does), and readers see a message as soon as
+its ConsumeQueue entry exists. Expected outcomes are statuses
+(PutMessageStatus, GetMessageStatus); exceptions mean corruption.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+
+import numpy as np
+
+from broker.store.checkpoint import Checkpoint
+from broker.store.commitlog import CommitLog, RecordTooLarge
+from broker.store.config import FlushDiskType, StoreConfig
+from broker.store.consume_queue import ConsumeQueue
+from broker.store.encoder import CQ_DTYPE
+from broker.store.flush import FlushRealTimeService, GroupCommitService, PeriodicService
+from broker.store.index import IndexService
+from broker.store.inner import BatchInner, MessageInner
+from broker.store.read_result import GetMessageResult, RecordRun
+from broker.store.recovery import recover
+from broker.store.results import (
+    AppendResult,
+    GetMessageStatus,
+    PutMessageResult,
+    PutMessageStatus,
+    RecoveryReport,
+)
+from broker.store.retention import clean_expired_files
+from connector.errors import CorruptRecordError, InvalidTopicError, StoreError
+from connector.protocol.message import MessageExt
+from connector.protocol.msgid import encode_host
+from connector.protocol.names import validate_topic
+from connector.protocol.record import (
+    BLANK_MAGIC_CODE,
+    HEADER_SIZE,
+    MESSAGE_MAGIC_CODE,
+    OFF_STORETIMESTAMP,
+    decode_record,
+)
+
+__all__ = ["MessageStore"]
+
+log = logging.getLogger(__name__)
+MAX_FILTER_SCAN = 16_000
+ArrivalListener = Callable[[str, int, int], None]
+
+
+class MessageStore:
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        disk_usage: Callable[[Path], tuple[int, int, int]] = shutil.disk_usage,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.disk_usage = disk_usage
+        self.store_host = encode_host(config.store_host, config.store_port)
+        self.commit_log = CommitLog(config, self.store_host)
+        self.index = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num)
+        self.queues: dict[str, dict[int, ConsumeQueue]] = {}
+        self.dispatched_offset = 0
+        self.running = False
+        self.recovery: RecoveryReport | None = None
+        self.arrival_listeners: list[ArrivalListener] = []
+        self.last_flush_seconds = 0.0
+        self._put_lock = threading.Lock()
+        self._last_store_ts = 0
+        self._group_commit: GroupCommitService | None = None
+        self._services: list[PeriodicService] = []
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> RecoveryReport:
+        """Recover from whatever is on disk, then accept writes."""
+        for d in (
+            self.config.commit_log_dir,
+            self.config.consume_queue_dir,
+            self.config.index_dir,
+            self.config.config_dir,
+        ):
+            d.mkdir(parents=True, exist_ok=True)
+        report = recover(self)
+        self.recovery = report
+        self.config.abort_path.write_bytes(b"")
+        cfg = self.config
+        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self._group_commit = GroupCommitService(self.commit_log.flush, on_flush=self._flushed)
+            self._group_commit.start()
+        else:
+            self._services.append(
+                FlushRealTimeService(
+                    self.commit_log.flush,
+                    interval_ms=cfg.flush_interval_commit_log_ms,
+                    least_pages=cfg.flush_commit_log_least_pages,
+                    thorough_interval_ms=cfg.flush_commit_log_thorough_interval_ms,
+                    on_flush=self._flushed,
+                )
+            )
+        self._services.append(
+            PeriodicService(
+                "FlushConsumeQueueService",
+                cfg.flush_interval_consume_queue_ms,
+                self._checkpoint_periodically,
+            )
+        )
+        self._services.append(
+            PeriodicService(
+                "CleanResourceService",
+                cfg.clean_resource_interval_ms,
+                self._clean_periodically,
+            )
+        )
+        for service in self._services:
+            service.start()
+        self.running = True
+        return report
+
+    def shutdown(self) -> None:
+        """Stop services, flush everything, write a clean checkpoint, remove the abort file."""
+        if not self.running:
+            return
+        self.running = False
+        with self._put_lock:
+            pass  # wait for an append in progress
+        for service in self._services:
+            service.stop()
+        self._services = []
+        if self._group_commit is not None:
+            self._group_commit.stop()
+            self._group_commit = None
+        self.commit_log.flush(0)
+        self.flush_queues_and_checkpoint(clean=True)
+        self.config.abort_path.unlink(missing_ok=True)
+        self.close()
+
+    def close(self) -> None:
+        """Unmap every file without flushing (tests use it to simulate a crash)."""
+        self.running = False
+        for queues in self.queues.values():
+            for cq in queues.values():
+                cq.close()
+        self.index.close()
+        self.commit_log.close()
+
+    def _checkpoint_periodically(self) -> None:
+        self.flush_queues_and_checkpoint()
+
+    def _clean_periodically(self) -> None:
+        self.clean_expired_files()
+
+    def _flushed(self, seconds: float) -> None:
+        self.last_flush_seconds = seconds
+
+    def flush_queues_and_checkpoint(self, *, clean: bool = False) -> Checkpoint:
+        """Flush queues and index, then record how far everything is durable."""
+        with self._put_lock:
+            dispatched = self.dispatched_offset
+            snapshot = self.queue_offsets()
+        for queues in list(self.queues.values()):
+            for cq in list(queues.values()):
+                cq.flush()
+        self.index.flush()
+        now = int(self.clock() * 1000)
+        cp = Checkpoint(
+            physic_offset=min(self.commit_log.flushed_offset(), dispatched),
+            logic_offset=dispatched,
+            index_offset=dispatched,
+            physic_timestamp=now,
+            logic_timestamp=now,
+            clean_shutdown=clean,
+            queue_offsets=snapshot,
+        )
+        cp.save(self.config.checkpoint_path)
+        return cp
+
+    # -- queues --------------------------------------------------------------------
+
+    def consume_queue(
+        self, topic: str, queue_id: int, *, create: bool = False
+    ) -> ConsumeQueue | None:
+        queues = self.queues.get(topic)
+        cq = queues.get(queue_id) if queues else None
+        if cq is None and create:
+            validate_topic(topic)
+            if queue_id < 0:
+                raise StoreError(f"negative queue id {queue_id}")
+            cq = ConsumeQueue(
+                self.config.consume_queue_dir,
+                topic,
+                queue_id,
+                self.config.consume_queue_entries_per_file,
+            )
+            self.queues.setdefault(topic, {})[queue_id] = cq
+        return cq
+
+    def queue_offsets(self) -> dict[str, dict[str, int]]:
+        return {
+            topic: {str(qid): cq.max_offset for qid, cq in queues.items()}
+            for topic, queues in self.queues.items()
+        }
+
+    def topics(self) -> list[str]:
+        return sorted(self.queues)
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queue(topic, queue_id)
+        return cq.min_offset if cq else 0
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queue(topic, queue_id)
+        return cq.max_offset if cq else 0
+
+    def delete_topic(self, topic: str) -> None:
+        """Forget a topic's queues (its records stay in the log until retention)."""
+        with self._put_lock:
+            queues = self.queues.pop(topic, {})
+        for cq in queues.values():
+            cq.destroy()
+        path = self.config.consume_queue_dir / validate_topic(topic)
+        if path.exists():
+            shutil.rmtree(path)
+
+    # -- writes ----------------------------------------------------------------------
+
+    def _store_timestamp(self) -> int:
+        now = int(self.clock() * 1000)
+        now = max(now, self._last_store_ts)  # keep store time monotonic for the timestamp search
+        self._last_store_ts = now
+        return now
+
+    def _check(self, topic: str, queue_id: int, bodies: Iterable[bytes]) -> PutMessageResult | None:
+        if not self.running:
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, message="store is not running"
+            )
+        try:
+            validate_topic(topic)
+        except InvalidTopicError as exc:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message=str(exc))
+        if queue_id < 0:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message="negative queue id")
+        limit = self.config.max_message_size
+        for body in bodies:
+            if not body:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message="empty body")
+            if len(body) > limit:
+                return PutMessageResult(
+                    PutMessageStatus.MESSAGE_ILLEGAL,
+                    message=f"body of {len(body)} bytes exceeds max_message_size {limit}",
+                )
+        return None
+
+    def put_message_nowait(self, msg: MessageInner) -> tuple[PutMessageResult, Future[bool] | None]:
+        """Append; with SYNC_FLUSH also return the future of its flush."""
+        bad = self._check(msg.topic, msg.queue_id, (msg.body,))
+        if bad is not None:
+            return bad, None
+        with self._put_lock:
+            cq = self.consume_queue(msg.topic, msg.queue_id, create=True)
+            assert cq is not None
+            queue_offset = cq.max_offset
+            ts = self._store_timestamp()
+            try:
+                res = self.commit_log.append(msg, queue_offset=queue_offset, store_timestamp=ts)
+            except RecordTooLarge as exc:
+                return PutMessageResult(
+                    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, message=str(exc)
+                ), None
+            cq.put(queue_offset, res.wrote_offset, res.wrote_bytes, msg.tags_code)
+            if msg.keys and self.config.message_index_enable:
+                self.index.put(
+                    msg.topic,
+                    msg.keys,
+                    np.full(len(msg.keys), res.wrote_offset, dtype=np.int64),
+                    ts,
+                )
+            self.dispatched_offset = res.end_offset
+        return self._after_append(msg.topic, msg.queue_id, res)
+
+    def put_messages_nowait(
+        self, batch: BatchInner
+    ) -> tuple[PutMessageResult, Future[bool] | None]:
+        """Append a whole batch under one lock hold; nothing is written if a check fails."""
+        bad = self._check(batch.topic, batch.queue_id, batch.bodies)
+        if bad is not None:
+            return bad, None
+        if not batch.bodies:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message="empty batch"), None
+        with self._put_lock:
+            cq = self.consume_queue(batch.topic, batch.queue_id, create=True)
+            assert cq is not None
+            queue_offset = cq.max_offset
+            ts = self._store_timestamp()
+            try:
+                appended = self.commit_log.append_batch(
+                    batch, queue_offset=queue_offset, store_timestamp=ts
+                )
+            except RecordTooLarge as exc:
+                return PutMessageResult(
+                    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, message=str(exc)
+                ), None
+            entries = np.empty(len(appended.offsets), dtype=CQ_DTYPE)
+            entries["offset"] = appended.offsets
+            entries["size"] = appended.sizes
+            entries["tags_code"] = batch.tags_codes
+            cq.put_entries(queue_offset, entries.tobytes())
+            if batch.keys and self.config.message_index_enable:
+                counts = np.fromiter(map(len, batch.keys), dtype=np.int64, count=len(batch.keys))
+                if counts.any():
+                    keys = [k for ks in batch.keys for k in ks]
+                    self.index.put(batch.topic, keys, np.repeat(appended.offsets, counts), ts)
+            res = appended.result
+            self.dispatched_offset = res.end_offset
+        return self._after_append(batch.topic, batch.queue_id, res)
+
+    def _after_append(
+        self, topic: str, queue_id: int, res: AppendResult
+    ) -> tuple[PutMessageResult, Future[bool] | None]:
+        for listener in self.arrival_listeners:
+            listener(topic, queue_id, res.queue_offset + res.msg_num)
+        future = self._group_commit.submit(res.end_offset) if self._group_commit else None
+        return PutMessageResult(PutMessageStatus.PUT_OK, append=res), future
+
+    def wait_flush(self, result: PutMessageResult, future: Future[bool] | None) -> PutMessageResult:
+        """Block until a SYNC_FLUSH append is durable, or answer FLUSH_DISK_TIMEOUT."""
+        if future is None:
+            return result
+        try:
+            ok = future.result(timeout=self.config.sync_flush_timeout_ms / 1000)
+        except FutureTimeout:
+            ok = False
+        if ok:
+            return result
+        return PutMessageResult(
+            PutMessageStatus.FLUSH_DISK_TIMEOUT,
+            append=result.append,
+            message="not flushed within sync_flush_timeout_ms",
+        )
+
+    def put_message(self, msg: MessageInner) -> PutMessageResult:
+        return self.wait_flush(*self.put_message_nowait(msg))
+
+    def put_messages(self, batch: BatchInner) -> PutMessageResult:
+        return self.wait_flush(*self.put_messages_nowait(batch))
+
+    # -- reads -----------------------------------------------------------------------
+
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int = 32,
+        *,
+        tags_codes: Iterable[int] | None = None,
+        max_bytes: int = 64 << 20,
+    ) -> GetMessageResult:
+        """Read up to ``max_nums`` messages of a queue from logical ``offset``."""
+        cq = self.consume_queue(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset, cq.max_offset
+        if hi == 0 or (lo == hi and offset == hi):
+            status = (
+                GetMessageStatus.NO_MESSAGE_IN_QUEUE
+                if hi == 0
+                else GetMessageStatus.OFFSET_OVERFLOW_ONE
+            )
+            return GetMessageResult(status, hi if hi else 0, lo, hi)
+        if offset < lo:
+            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+        wanted = None if tags_codes is None else np.fromiter(tags_codes, dtype=np.int64)
+        max_nums = max(1, max_nums)
+        picked: list[np.ndarray] = []
+        picked_entries: list[np.ndarray] = []
+        count = total_bytes = scanned = 0
+        next_offset = offset
+        min_phys = self.commit_log.min_offset()
+        removed = False
+        while next_offset < hi and count < max_nums and scanned < MAX_FILTER_SCAN:
+            chunk = max_nums - count if wanted is None else min(MAX_FILTER_SCAN - scanned, 1024)
+            entries = cq.get_entries(next_offset, chunk)
+            if len(entries) == 0:
+                break
+            keep = entries["offset"] >= min_phys
+            removed = removed or not bool(keep.all())
+            if wanted is not None:
+                keep &= np.isin(entries["tags_code"].astype(np.int64), wanted)
+            matched = np.flatnonzero(keep)
+            csum = np.cumsum(entries["size"][matched].astype(np.int64)) + total_bytes
+            take = min(max_nums - count, int(np.searchsorted(csum, max_bytes, side="right")))
+            if count == 0 and take == 0 and len(matched):
+                take = 1  # one message always goes, however large
+            stopped_early = take < len(matched)
+            sel = matched[:take]
+            if take:
+                picked.append(sel + next_offset)
+                picked_entries.append(entries[sel])
+                total_bytes = int(csum[take - 1])
+                count += take
+            # resume right after the last message taken, or at the first one not taken
+            consumed = int(matched[take]) if stopped_early else len(entries)
+            next_offset += consumed
+            scanned += consumed
+            if stopped_early:
+                break
+        if count == 0:
+            if removed:
+                status = GetMessageStatus.MESSAGE_WAS_REMOVING
+            elif wanted is not None:
+                status = GetMessageStatus.NO_MATCHED_MESSAGE
+            else:
+                status = GetMessageStatus.OFFSET_FOUND_NULL
+            return GetMessageResult(status, next_offset, lo, hi)
+        qoffs = np.concatenate(picked)
+        chosen = np.concatenate(picked_entries)
+        runs = self._read_runs(chosen["offset"].astype(np.int64), chosen["size"].astype(np.int64))
+        if runs is None:
+            return GetMessageResult(GetMessageStatus.MESSAGE_WAS_REMOVING, next_offset, lo, hi)
+        return GetMessageResult(GetMessageStatus.FOUND, next_offset, lo, hi, runs, qoffs.tolist())
+
+    def _read_runs(self, offsets: np.ndarray, sizes: np.ndarray) -> list[RecordRun] | None:
+        """Read records in runs of adjacent ones (one copy per run), checking each header."""
+        seg = self.commit_log.segment_size
+        breaks = (
+            np.flatnonzero(
+                (offsets[1:] != offsets[:-1] + sizes[:-1])
+                | (offsets[1:] // seg != offsets[:-1] // seg)
+            )
+            + 1
+        )
+        runs: list[RecordRun] = []
+        bounds = [0, *breaks.tolist(), len(offsets)]
+        for a, b in itertools.pairwise(bounds):
+            start = int(offsets[a])
+            end = int(offsets[b - 1] + sizes[b - 1])
+            data = self.commit_log.read(start, end - start)
+            if data is None:
+                return None
+            run = RecordRun(data=data, starts=offsets[a:b] - start, sizes=sizes[a:b])
+            if not (
+                np.array_equal(run.field_i32(0), run.sizes)
+                and (run.field_i32(4) & 0xFFFFFFFF == MESSAGE_MAGIC_CODE).all()
+            ):
+                raise CorruptRecordError(
+                    f"ConsumeQueue entry points at a damaged record near CommitLog offset {start}",
+                    position=start,
+                )
+            runs.append(run)
+        return runs
+
+    def look_message_by_offset(
+        self, commit_log_offset: int, size: int | None = None
+    ) -> MessageExt | None:
+        """Decode the record at a physical offset, or None if there is none there."""
+        if size is None:
+            head = self.commit_log.read(commit_log_offset, 8)
+            if head is None:
+                return None
+            size = int.from_bytes(head[:4], "big", signed=True)
+            if int.from_bytes(head[4:8], "big") == BLANK_MAGIC_CODE:
+                return None
+        if size < HEADER_SIZE or size > self.config.max_message_size + (64 << 10):
+            return None
+        data = self.commit_log.read(commit_log_offset, size)
+        if data is None:
+            return None
+        try:
+            msg = decode_record(data)
+        except CorruptRecordError:
+            return None
+        return msg if msg.commit_log_offset == commit_log_offset else None
+
+    def get_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """STORETIMESTAMP of the message at a logical offset, -1 if there is none."""
+        cq = self.consume_queue(topic, queue_id)
+        if cq is None:
+            return -1
+        entries = cq.get_entries(offset, 1)
+        if len(entries) == 0:
+            return -1
+        raw = self.commit_log.read(int(entries["offset"][0]) + OFF_STORETIMESTAMP, 8)
+        return int.from_bytes(raw, "big", signed=True) if raw else -1
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first logical offset stored at or after ``timestamp_ms`` (binary search).
+
+        Before every message: the min offset; after every message: the max offset.
+        """
+        cq = self.consume_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            ts = self.get_store_timestamp(topic, queue_id, mid)
+            if ts < 0 or ts < timestamp_ms:  # the record went away under us (retention): look later
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def query_message(
+        self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0, end_ms: int | None = None
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS or UNIQ_KEY is ``key``, newest first."""
+        end = end_ms if end_ms is not None else int(self.clock() * 1000) + 60_000
+        out: list[MessageExt] = []
+        max_phys = self.commit_log.max_offset()
+        for phys in self.index.lookup(topic, key, max_num * 2, begin_ms, end):
+            if phys >= max_phys:
+                continue
+            msg = self.look_message_by_offset(phys)
+            if msg is None or msg.topic != topic:
+                continue
+            if key in msg.keys or msg.properties.get("UNIQ_KEY") == key:
+                out.append(msg)
+            if len(out) >= max_num:
+                break
+        return out
+
+    # -- retention -------------------------------------------------------------------
+
+    def clean_expired_files(self, *, now: float | None = None, manual: bool = False) -> int:
+        """Delete expired segments and what pointed into them; returns segments deleted."""
+        return clean_expired_files(self, now=self.clock() if now is None else now, manual=manual)

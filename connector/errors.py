@@ -1,0 +1,186 @@
+"""The one error hierarchy of pymq, shared by the servers and the client.
+
+Every error has a ``code`` (a stable string such as ``"TOPIC_NOT_EXIST"``) and
+class flags that drive retries; callers ask ``error.retriable`` instead of
+chaining ``isinstance`` checks. The HTTP edge maps codes to status codes once.
+
+    PyMQError
+    ├── ClientError                     bad input from the caller (never retried)
+    │   ├── MessageIllegalError         MESSAGE_ILLEGAL: body, size, properties
+    │   │   └── MessageTooLargeError    MESSAGE_SIZE_EXCEEDED (ValueError)
+    │   ├── InvalidTopicError           TOPIC_ILLEGAL: name rules, reserved topics
+    │   ├── InvalidGroupError           GROUP_ILLEGAL
+    │   ├── InvalidKeyError             KEY_ILLEGAL: property names/values, keys
+    │   └── InvalidOffsetError          OFFSET_ILLEGAL
+    ├── TopicNotExistError              TOPIC_NOT_EXIST (invalid_metadata)
+    ├── NoPermissionError               NO_PERMISSION
+    ├── BrokerBusyError                 SYSTEM_BUSY (retriable)
+    ├── ServiceNotAvailableError        SERVICE_NOT_AVAILABLE (retriable)
+    ├── RemotingError                   connection / timeout (retriable)
+    │   ├── ConnectError                CONNECT_FAILED
+    │   └── RemotingTimeoutError        TIMEOUT
+    ├── StoreError                      a broken store invariant
+    │   └── CorruptRecordError          CORRUPT_RECORD: bytes that are not a record
+    └── ConfigError                     CONFIG_ILLEGAL: a bad setting
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "BrokerBusyError",
+    "ClientError",
+    "ConfigError",
+    "ConnectError",
+    "CorruptRecordError",
+    "InvalidGroupError",
+    "InvalidKeyError",
+    "InvalidOffsetError",
+    "InvalidTopicError",
+    "MessageIllegalError",
+    "MessageTooLargeError",
+    "NoPermissionError",
+    "PyMQError",
+    "RemotingError",
+    "RemotingTimeoutError",
+    "ServiceNotAvailableError",
+    "StoreError",
+    "TopicNotExistError",
+    "error_for_code",
+]
+
+_REGISTRY: dict[str, type[PyMQError]] = {}
+
+
+class PyMQError(Exception):
+    """Root of every pymq error. ``code`` is stable; ``message`` is for people."""
+
+    code: ClassVar[str] = "UNKNOWN_ERROR"
+    retriable: ClassVar[bool] = False
+    invalid_metadata: ClassVar[bool] = False
+    http_status: ClassVar[int] = 500
+
+    def __init__(self, message: str = "", **fields: Any) -> None:
+        super().__init__(message or self.code)
+        self.message = message or self.code
+        self.fields = fields
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            _REGISTRY.setdefault(cls.code, cls)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+class ClientError(PyMQError):
+    code = "BAD_REQUEST"
+    http_status = 400
+
+
+class MessageIllegalError(ClientError, ValueError):
+    code = "MESSAGE_ILLEGAL"
+
+
+class MessageTooLargeError(MessageIllegalError):
+    code = "MESSAGE_SIZE_EXCEEDED"
+    http_status = 413
+
+    def __init__(self, size: int = 0, max_size: int = 0, message: str = "") -> None:
+        super().__init__(
+            message or f"message of {size} bytes exceeds the limit of {max_size} bytes"
+        )
+        self.size = size
+        self.max_size = max_size
+
+
+class InvalidTopicError(ClientError, ValueError):
+    code = "TOPIC_ILLEGAL"
+
+
+class InvalidGroupError(ClientError, ValueError):
+    code = "GROUP_ILLEGAL"
+
+
+class InvalidKeyError(ClientError, ValueError):
+    code = "KEY_ILLEGAL"
+
+
+class InvalidOffsetError(ClientError, ValueError):
+    code = "OFFSET_ILLEGAL"
+
+
+class TopicNotExistError(PyMQError):
+    code = "TOPIC_NOT_EXIST"
+    invalid_metadata = True
+    http_status = 404
+
+
+class NoPermissionError(PyMQError):
+    code = "NO_PERMISSION"
+    http_status = 403
+
+
+class BrokerBusyError(PyMQError):
+    code = "SYSTEM_BUSY"
+    retriable = True
+    http_status = 503
+
+
+class ServiceNotAvailableError(PyMQError):
+    code = "SERVICE_NOT_AVAILABLE"
+    retriable = True
+    http_status = 503
+
+
+class RemotingError(PyMQError):
+    code = "REMOTING_ERROR"
+    retriable = True
+    http_status = 502
+
+
+class ConnectError(RemotingError):
+    code = "CONNECT_FAILED"
+
+
+class RemotingTimeoutError(RemotingError, TimeoutError):
+    code = "TIMEOUT"
+    http_status = 504
+
+
+class StoreError(PyMQError):
+    code = "STORE_ERROR"
+
+
+class CorruptRecordError(StoreError):
+    """Bytes that should hold a CommitLog record do not."""
+
+    code = "CORRUPT_RECORD"
+
+    def __init__(self, message: str, *, position: int = -1) -> None:
+        super().__init__(message, position=position)
+        self.position = position
+
+
+class ConfigError(PyMQError, ValueError):
+    code = "CONFIG_ILLEGAL"
+    http_status = 400
+
+
+def error_for_code(code: str, message: str = "") -> PyMQError:
+    """Rebuild an error from its wire form (``{"code", "message"}``)."""
+    cls = _REGISTRY.get(code)
+    if cls is None:
+        err = PyMQError(message or code)
+        err.code = code  # type: ignore[misc]
+        return err
+    if cls is MessageTooLargeError:
+        return MessageTooLargeError(message=message)
+    if cls is CorruptRecordError:
+        return CorruptRecordError(message)
+    return cls(message)

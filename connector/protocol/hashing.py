@@ -1,0 +1,29 @@
+"""Hash codes stored on disk: tag codes in the ConsumeQueue, key hashes in the index.
+
+``tags_code`` is Java's ``String.hashCode`` (RocketMQ stores exactly that), so a
+ConsumeQueue written by pymq filters the same way RocketMQ's does.
+"""
+
+from __future__ import annotations
+
+import zlib
+from functools import lru_cache
+
+__all__ = ["key_hash", "tags_code"]
+
+
+@lru_cache(maxsize=4096)
+def tags_code(tags: str | None) -> int:
+    """Java ``String.hashCode`` of ``tags`` as a signed 64-bit value; 0 for no tags."""
+    if not tags:
+        return 0
+    h = 0
+    raw = tags.encode("utf-16-be")
+    for i in range(0, len(raw), 2):
+        h = (31 * h + ((raw[i] << 8) | raw[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def key_hash(key: str) -> int:
+    """Non-negative 31-bit hash of an index key (``topic#key``); stable across processes."""
+    return zlib.crc32(key.encode("utf-8")) & 0x7FFFFFFF

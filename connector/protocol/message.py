@@ -1,0 +1,117 @@
+"""Message models: what producers send and what consumers receive."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from connector.errors import MessageIllegalError
+from connector.protocol.names import validate_key
+from connector.protocol.properties import PropertyKeys
+
+__all__ = ["Message", "MessageExt", "MessageQueue", "SysFlag"]
+
+MAX_DELAY_LEVEL = 18
+
+
+class SysFlag:
+    """Bits of the record's SYSFLAG (RocketMQ's ``MessageSysFlag``)."""
+
+    COMPRESSED = 0x1
+    MULTI_TAGS = 0x2
+    TRANSACTION_PREPARED = 0x4
+    TRANSACTION_COMMIT = 0x8
+    TRANSACTION_ROLLBACK = 0xC
+    BORNHOST_V6 = 0x10
+    STOREHOST_V6 = 0x20
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageQueue:
+    """One queue of a topic on one broker."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+
+@dataclass(slots=True)
+class Message:
+    """A message to send. ``tags``, ``keys`` and ``delay_level`` become properties."""
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: list[str] = field(default_factory=list)
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    delay_level: int = 0
+
+    def __post_init__(self) -> None:
+        # accept what people pass in practice: a space-separated string, any iterable, bytearray
+        keys: object = self.keys
+        if isinstance(keys, str):
+            self.keys = keys.split()
+        elif not isinstance(keys, list):
+            self.keys = list(self.keys)
+        body: object = self.body
+        if isinstance(body, (bytearray, memoryview)):
+            self.body = bytes(body)
+
+    def validate(self) -> None:
+        """Checks that need no size limit: keys, tags and delay level."""
+        if not isinstance(self.body, bytes):
+            raise MessageIllegalError("message body must be bytes")
+        for key in self.keys:
+            validate_key(key)
+        if self.tags is not None and ("\x01" in self.tags or "\x02" in self.tags):
+            raise MessageIllegalError("tags contain a \\x01 or \\x02 separator")
+        if not 0 <= self.delay_level <= MAX_DELAY_LEVEL:
+            raise MessageIllegalError(f"delay_level must be in 0..{MAX_DELAY_LEVEL}")
+
+    def all_properties(self) -> dict[str, str]:
+        """User properties plus the system ones derived from fields."""
+        props = dict(self.properties)
+        if self.tags:
+            props[PropertyKeys.TAGS] = self.tags
+        if self.keys:
+            props[PropertyKeys.KEYS] = PropertyKeys.KEY_SEPARATOR.join(self.keys)
+        if self.delay_level > 0:
+            props[PropertyKeys.DELAY_TIME_LEVEL] = str(self.delay_level)
+        return props
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """A stored message as read back: the record's fields, decoded."""
+
+    topic: str
+    body: bytes
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    properties: dict[str, str]
+    flag: int = 0
+    sys_flag: int = 0
+    body_crc: int = 0
+    born_timestamp: int = 0
+    born_host: str = ""
+    store_timestamp: int = 0
+    store_host: str = ""
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    store_size: int = 0
+    offset_msg_id: str = ""
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PropertyKeys.TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        raw = self.properties.get(PropertyKeys.KEYS, "")
+        return raw.split(PropertyKeys.KEY_SEPARATOR) if raw else []
+
+    @property
+    def msg_id(self) -> str:
+        """The producer's unique id (UNIQ_KEY), or the offset msgId if there is none."""
+        return self.properties.get(PropertyKeys.UNIQ_KEY) or self.offset_msg_id

@@ -1,0 +1,109 @@
+"""Message ids.
+
+* ``offset_msg_id``: store host ip(4) + port(4) + CommitLog offset(8) as 32
+  upper-case hex chars, RocketMQ's ``MessageDecoder.createMessageId``. It can
+  be decoded back to the broker address and the record's physical offset.
+* UNIQ_KEY: the producer's id, fixed before the first attempt and kept across
+  retries: ip(4) + pid(2) + random(4) + ms since the start of the month(4) +
+  counter(2), also 32 hex chars (RocketMQ's ``MessageClientIDSetter`` shape).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import struct
+import threading
+import time
+from datetime import datetime, timezone
+
+from connector.errors import MessageIllegalError
+
+__all__ = [
+    "UniqKeyGenerator",
+    "decode_host",
+    "decode_offset_msg_id",
+    "encode_host",
+    "encode_offset_msg_id",
+]
+
+_HOST = struct.Struct(">4sI")
+_MSG_ID = struct.Struct(">4sIq")
+
+
+def encode_host(ip: str, port: int) -> bytes:
+    """8 bytes: IPv4 address then port as a big-endian i32 (RocketMQ's host encoding)."""
+    try:
+        packed = socket.inet_aton(ip)
+    except OSError as exc:
+        raise MessageIllegalError(f"not an IPv4 address: {ip!r}") from exc
+    if not 0 <= port <= 0xFFFF:
+        raise MessageIllegalError(f"port out of range: {port}")
+    return _HOST.pack(packed, port)
+
+
+def decode_host(data: bytes) -> str:
+    ip, port = _HOST.unpack(data)
+    return f"{socket.inet_ntoa(ip)}:{port}"
+
+
+def encode_offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
+    """``store_host`` is the 8-byte host encoding; returns 32 upper-case hex chars."""
+    return (store_host + struct.pack(">q", commit_log_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
+    """Return ``("ip:port", commit_log_offset)``; raise MessageIllegalError if malformed."""
+    if not isinstance(msg_id, str) or len(msg_id) != 32:
+        raise MessageIllegalError(f"an offset msgId is 32 hex chars, got {msg_id!r}")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as exc:
+        raise MessageIllegalError(f"offset msgId {msg_id!r} is not hex") from exc
+    if len(raw) != _MSG_ID.size:  # fromhex skips whitespace: "  " + 30 hex chars
+        raise MessageIllegalError(f"offset msgId {msg_id!r} is not hex")
+    ip, port, offset = _MSG_ID.unpack(raw)
+    if offset < 0:
+        raise MessageIllegalError(f"offset msgId {msg_id!r} holds a negative offset")
+    return f"{socket.inet_ntoa(ip)}:{port}", offset
+
+
+def _local_ip() -> bytes:
+    try:
+        return socket.inet_aton(socket.gethostbyname(socket.gethostname()))
+    except OSError:
+        return b"\x7f\x00\x00\x01"
+
+
+class UniqKeyGenerator:
+    """Thread-safe generator of UNIQ_KEY ids, unique per process and time."""
+
+    def __init__(self) -> None:
+        self._prefix = (
+            (_local_ip() + struct.pack(">H", os.getpid() & 0xFFFF) + os.urandom(4)).hex().upper()
+        )
+        self._lock = threading.Lock()
+        self._counter = itertools.count()
+        self._month_start_ms = 0
+        self._next_month_ms = 0
+
+    def _month_bounds(self, now_ms: int) -> None:
+        now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
+        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        nxt = (
+            start.replace(year=start.year + 1, month=1)
+            if start.month == 12
+            else start.replace(month=start.month + 1)
+        )
+        self._month_start_ms = int(start.timestamp() * 1000)
+        self._next_month_ms = int(nxt.timestamp() * 1000)
+
+    def next_id(self) -> str:
+        now_ms = int(time.time() * 1000)
+        with self._lock:
+            if now_ms >= self._next_month_ms or now_ms < self._month_start_ms:
+                self._month_bounds(now_ms)
+            n = next(self._counter) & 0xFFFF
+            delta = (now_ms - self._month_start_ms) & 0xFFFFFFFF
+        return f"{self._prefix}{delta:08X}{n:04X}"

@@ -1,0 +1,1 @@
+"""Spark data source shim (filled by the Spark connector issue)."""
