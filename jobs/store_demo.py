@@ -75,14 +75,22 @@ def main() -> int:
         for _topic, q, off, sha, key in acks:
             acked[(q, off)] = (sha, key)
         print(f"round {r}: probe acknowledged {len(acks)} SYNC_FLUSH messages, then got kill -9")
-    store = MessageStore(StoreConfig(store_dir=store_dir, mapped_file_size_commit_log=256 * 1024,
-                                     consume_queue_entries_per_file=500,
-                                     max_hash_slot_num=1024, max_index_num=20_000))
+    store = MessageStore(
+        StoreConfig(
+            store_dir=store_dir,
+            mapped_file_size_commit_log=256 * 1024,
+            consume_queue_entries_per_file=500,
+            max_hash_slot_num=1024,
+            max_index_num=20_000,
+        )
+    )
     t0 = time.monotonic()
     report = store.start()
-    print(f"recovery: {'abnormal' if report.abnormal else 'normal'}, scanned "
-          f"{report.records_scanned} records from offset {report.scanned_from} "
-          f"in {(time.monotonic() - t0) * 1000:.1f} ms")
+    print(
+        f"recovery: {'abnormal' if report.abnormal else 'normal'}, scanned "
+        f"{report.records_scanned} records from offset {report.scanned_from} "
+        f"in {(time.monotonic() - t0) * 1000:.1f} ms"
+    )
     missing = 0
     for (q, off), (sha, _key) in acked.items():
         got = store.get_message("ProbeTopic", q, off, 1)
@@ -94,10 +102,14 @@ def main() -> int:
         1 for q, off in sample if store.query_message("ProbeTopic", acked[(q, off)][1], max_num=1)
     )
     first_q = min(acked)[0] if acked else 0
-    ts_off = store.get_offset_in_queue_by_time("ProbeTopic", first_q, int(time.time() * 1000) - 3_600_000)
+    ts_off = store.get_offset_in_queue_by_time(
+        "ProbeTopic", first_q, int(time.time() * 1000) - 3_600_000
+    )
     store.shutdown()
-    print(f"checked {len(acked)} acknowledged messages: {len(acked) - missing} intact, {missing} missing")
-    print(f"lookup by key: {by_key}/{len(sample)} found; offset by time (1 h ago) in queue {first_q}: {ts_off}")
+    intact = len(acked) - missing
+    print(f"checked {len(acked)} acknowledged messages: {intact} intact, {missing} missing")
+    print(f"lookup by key: {by_key}/{len(sample)} found")
+    print(f"offset by time (1 h ago) in queue {first_q}: {ts_off}")
     return 1 if missing or by_key != len(sample) else 0
 
 

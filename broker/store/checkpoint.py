@@ -53,7 +53,7 @@ class Checkpoint:
                 clean_shutdown=bool(raw.get("clean_shutdown", False)),
                 queue_offsets=_queue_offsets(raw.get("queue_offsets", {})),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             log.warning("checkpoint %s is malformed (%s); recovering without it", path, exc)
             return None
 

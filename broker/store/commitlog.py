@@ -10,20 +10,23 @@ split at record boundaries across as many segments as it needs.
 from __future__ import annotations
 
 import logging
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from broker.store.config import StoreConfig
-from broker.store.encoder import encode_records, record_sizes
+from broker.store.consume_queue import CQ_ENTRY_SIZE
 from broker.store.inner import BatchInner, MessageInner
+from broker.store.kernels import RECORD_FIXED, ScannedBatch, encode_batch_records
 from broker.store.mapped_file import MappedFile, MappedFileQueue
 from broker.store.results import AppendResult
+from connector.errors import StoreError
 from connector.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
+    HEADER,
     MAX_PROPERTIES_BYTES,
     MAX_TOPIC_BYTES,
+    MESSAGE_MAGIC_CODE,
     encode_blank,
     encode_record,
     record_size,
@@ -45,6 +48,7 @@ class BatchAppend:
     result: AppendResult
     offsets: np.ndarray
     sizes: np.ndarray
+    cq_entries: np.ndarray  # the batch's ConsumeQueue entries, ready to write
 
 
 class CommitLog:
@@ -119,24 +123,40 @@ class CommitLog:
         )
 
     def append_batch(
-        self, batch: BatchInner, *, queue_offset: int, store_timestamp: int
+        self, batch: BatchInner, scanned: ScannedBatch, *, queue_offset: int, store_timestamp: int
     ) -> BatchAppend:
-        """Append every record of ``batch``; checks sizes before writing any byte."""
-        n = len(batch.bodies)
-        topic = batch.topic.encode("utf-8")
+        """Append every record of a validated batch, split across segments as needed."""
+        n = scanned.count
+        topic = np.frombuffer(batch.topic.encode("utf-8"), dtype=np.uint8)
         if len(topic) > MAX_TOPIC_BYTES:
             raise RecordTooLarge(f"topic of {len(topic)} bytes exceeds {MAX_TOPIC_BYTES}")
-        body_lens = np.fromiter(map(len, batch.bodies), dtype=np.int64, count=n)
-        props_lens = np.fromiter(map(len, batch.properties), dtype=np.int64, count=n)
-        if n and int(props_lens.max()) > MAX_PROPERTIES_BYTES:
-            raise RecordTooLarge(f"properties exceed {MAX_PROPERTIES_BYTES} bytes")
-        sizes = record_sizes(body_lens, props_lens, len(topic))
+        sizes = scanned.body_lens + scanned.props_lens + (RECORD_FIXED + len(topic))
         if n and int(sizes.max()) + END_FILE_MIN_BLANK_LENGTH > self.segment_size:
             raise RecordTooLarge(f"a record cannot fit a {self.segment_size}-byte segment")
-        crcs = np.fromiter(map(zlib.crc32, batch.bodies), dtype=np.int64, count=n) & 0x7FFFFFFF
-        flags = _column(batch.flags, n)
         ends = np.cumsum(sizes)
         offsets = np.empty(n, dtype=np.int64)
+        out_sizes = np.empty(n, dtype=np.int64)
+        cq_entries = np.empty(n * CQ_ENTRY_SIZE, dtype=np.uint8)
+        template = np.frombuffer(
+            HEADER.pack(
+                0,
+                MESSAGE_MAGIC_CODE,
+                0,
+                batch.queue_id,
+                0,
+                0,
+                0,
+                batch.sys_flag,
+                batch.born_timestamp,
+                batch.born_host,
+                store_timestamp,
+                self.store_host,
+                0,
+                0,
+                0,
+            ),
+            dtype=np.uint8,
+        )
         first_offset = -1
         i = 0
         while i < n:
@@ -148,27 +168,33 @@ class CommitLog:
                 self._fill_blank(mf)
                 self.queue.create(mf.end_offset)
                 continue
-            base = mf.file_from_offset + mf.wrote_position
-            offsets[i:k] = ends[i:k] - sizes[i:k] - before + base
-            data = encode_records(
-                topic=topic,
-                queue_id=batch.queue_id,
-                first_queue_offset=queue_offset + i,
-                physical_offsets=offsets[i:k],
-                sizes=sizes[i:k],
-                body_lens=body_lens[i:k],
-                props_lens=props_lens[i:k],
-                bodies=batch.bodies[i:k] if (i or k < n) else batch.bodies,
-                properties=batch.properties[i:k] if (i or k < n) else batch.properties,
-                crcs=crcs[i:k],
-                flags=flags if isinstance(flags, int) else flags[i:k],
-                sys_flag=batch.sys_flag,
-                born_timestamp=batch.born_timestamp,
-                born_host=batch.born_host,
-                store_timestamp=store_timestamp,
-                store_host=self.store_host,
+            pos = mf.wrote_position
+            base = mf.file_from_offset + pos
+            length = int(ends[k - 1]) - before
+            dst = np.frombuffer(mf.buffer(), dtype=np.uint8, count=length, offset=pos)
+            written = encode_batch_records(
+                scanned.data,
+                scanned.starts,
+                scanned.body_lens,
+                scanned.props_lens,
+                scanned.flags,
+                scanned.crcs,
+                scanned.tags_codes,
+                i,
+                k - i,
+                dst,
+                template,
+                topic,
+                queue_offset + i,
+                base,
+                offsets,
+                out_sizes,
+                cq_entries[i * CQ_ENTRY_SIZE : k * CQ_ENTRY_SIZE],
             )
-            mf.append(data)
+            del dst
+            if written != length:
+                raise StoreError(f"batch encoder wrote {written} bytes, expected {length}")
+            mf.wrote_position = pos + length
             if first_offset < 0:
                 first_offset = base
             i = k
@@ -178,9 +204,9 @@ class CommitLog:
             queue_offset=queue_offset,
             msg_num=n,
             store_timestamp=store_timestamp,
-            physical_offsets=tuple(offsets.tolist()),
+            offsets_array=offsets,
         )
-        return BatchAppend(result=result, offsets=offsets, sizes=sizes)
+        return BatchAppend(result=result, offsets=offsets, sizes=sizes, cq_entries=cq_entries)
 
     # -- reads ---------------------------------------------------------------------
 
@@ -205,9 +231,3 @@ class CommitLog:
 
     def close(self) -> None:
         self.queue.close()
-
-
-def _column(value: object, n: int) -> np.ndarray | int:
-    if isinstance(value, int):
-        return value
-    return np.asarray(value, dtype=np.int64)

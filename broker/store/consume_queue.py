@@ -102,14 +102,14 @@ class ConsumeQueue:
         """Write one entry at logical ``offset`` (the next one, or an overwrite in recovery)."""
         self.put_entries(offset, _ENTRY.pack(commit_log_offset, size, tags_code))
 
-    def put_entries(self, offset: int, data: bytes | memoryview) -> None:
+    def put_entries(self, offset: int, data: bytes | memoryview | np.ndarray) -> None:
         """Write consecutive entries starting at logical ``offset``.
 
         ``offset`` may be the end of the queue (append) or inside it (recovery
         overwrites); a gap past the end is refused, except in an empty queue,
         where the first file is created wherever ``offset`` falls.
         """
-        view = memoryview(data).cast("B")
+        view = memoryview(data.tobytes() if isinstance(data, np.ndarray) else data).cast("B")
         pos = offset * CQ_ENTRY_SIZE
         end_of_queue = self.files.max_offset()
         if self.files.files and pos > end_of_queue:

@@ -79,7 +79,12 @@ class FlushRealTimeService(PeriodicService):
 
 
 class GroupCommitService:
-    """Group commit for SYNC_FLUSH."""
+    """Group commit for SYNC_FLUSH.
+
+    Every request that arrives while a flush runs joins the next group and
+    shares its future: one fdatasync and one wake-up per group, however many
+    writers wait on it.
+    """
 
     def __init__(
         self,
@@ -90,61 +95,59 @@ class GroupCommitService:
         self._flush = flush
         self._on_flush = on_flush
         self._cond = threading.Condition()
-        self._requests: list[tuple[int, Future[bool]]] = []
+        self._next: Future[bool] | None = None
+        self._next_end = 0
+        self._flushed = 0
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="GroupCommitService", daemon=True)
         self.groups = 0
         self.requests_served = 0
+        self._requests_in_next = 0
 
     def start(self) -> None:
         self._thread.start()
 
     def submit(self, end_offset: int) -> Future[bool]:
         """A future set to True once the log is durable up to ``end_offset``."""
-        fut: Future[bool] = Future()
         with self._cond:
             if self._stopping:
-                fut.set_result(False)
-                return fut
-            self._requests.append((end_offset, fut))
+                done: Future[bool] = Future()
+                done.set_result(False)
+                return done
+            if self._next is None:
+                self._next = Future()
+            self._next_end = max(self._next_end, end_offset)
+            self._requests_in_next += 1
             self._cond.notify()
-        return fut
+            return self._next
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._requests and not self._stopping:
+                while self._next is None and not self._stopping:
                     self._cond.wait()
-                batch, self._requests = self._requests, []
-                stopping = self._stopping
-            if batch:
-                self._commit(batch)
-            elif stopping:
-                return
+                group, self._next = self._next, None
+                end, count = self._next_end, self._requests_in_next
+                self._requests_in_next = 0
+            if group is None:
+                return  # stopping, nothing left to serve
+            self._commit(group, end, count)
 
-    def _commit(self, batch: list[tuple[int, Future[bool]]]) -> None:
+    def _commit(self, group: Future[bool], end: int, count: int) -> None:
         started = time.monotonic()
         try:
             flushed = self._flush(0)
         except OSError:
             log.exception("group commit flush failed")
-            for _, fut in batch:
-                fut.set_result(False)
+            group.set_result(False)
             return
         if self._on_flush is not None:
             self._on_flush(time.monotonic() - started)
         self.groups += 1
-        self.requests_served += len(batch)
-        late: list[tuple[int, Future[bool]]] = []
-        for end, fut in batch:
-            if end <= flushed:
-                fut.set_result(True)
-            else:
-                late.append((end, fut))
-        if late:  # appended after the flush started: serve them in the next group
-            with self._cond:
-                self._requests[:0] = late
-                self._cond.notify()
+        self.requests_served += count
+        # the flush covers every byte appended before it started, which includes
+        # every request of this group (each was appended before it was submitted)
+        group.set_result(flushed >= end)
 
     def stop(self) -> None:
         with self._cond:

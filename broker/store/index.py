@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from broker.store.files import file_name, parse_file_name
+from broker.store.kernels import index_insert
 from broker.store.mapped_file import MappedFile
 
 __all__ = ["IndexService", "key_hashes"]
@@ -74,6 +75,7 @@ class IndexFile:
         self.begin_phys = parse_file_name(path.name) or 0
         buf = self.file.buffer()
         self._slots: Any = np.ndarray((slot_num,), dtype=">i4", buffer=buf, offset=HEADER_SIZE)
+        self._raw: Any = np.frombuffer(buf, dtype=np.uint8)
         self._entries: Any = np.ndarray(
             (index_num,), dtype=_ENTRY_DTYPE, buffer=buf, offset=HEADER_SIZE + slot_num * 4
         )
@@ -84,6 +86,33 @@ class IndexFile:
             self.index_count = 1
             self.begin_ts = self.end_ts = 0
             self.end_phys = self.begin_phys
+        self._repair_slots()
+
+    def _repair_slots(self) -> None:
+        """Point slots left at uncommitted entries back at the newest committed one.
+
+        A put writes entries, then slots, then the header's entry count; a
+        crash in between leaves slots pointing past the count. Those entries
+        will be overwritten by the next puts, so such a slot must not be kept
+        (it would join another bucket's chain) nor zeroed (the bucket's older
+        entries would be lost): its chain, still intact, is followed back.
+        """
+        count = self.index_count
+        bad = np.flatnonzero(self._slots >= count)
+        if not bad.size:
+            return
+        log.warning(
+            "index %s: %d slot(s) point past its last entry; repairing", self.file.path, bad.size
+        )
+        heads = self._slots[bad].astype(np.int64)
+        while bad.size:
+            inside = heads < self.index_num
+            prev = self._entries["prev"][np.where(inside, heads, 0)].astype(np.int64)
+            # chains only point backwards; anything else is damage: cut the chain there
+            prev = np.where(inside & (prev >= 0) & (prev < heads), prev, 0)
+            self._slots[bad] = prev
+            more = prev >= count
+            bad, heads = bad[more], prev[more]
 
     @property
     def full(self) -> bool:
@@ -107,35 +136,20 @@ class IndexFile:
 
     def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamp_ms: int) -> None:
         """Add entries (at most ``room()``) for records stored at ``timestamp_ms``."""
-        m = len(hashes)
-        if m == 0:
+        if len(hashes) == 0:
             return
         if self.begin_ts == 0:
             self.begin_ts = timestamp_ms
-        base = self.index_count
-        positions = np.arange(base, base + m, dtype=np.int64)
-        slots = hashes % self.slot_num
-        order = np.argsort(slots, kind="stable")
-        s_sorted = slots[order]
-        p_sorted = positions[order]
-        first_in_group = np.ones(m, dtype=bool)
-        first_in_group[1:] = s_sorted[1:] != s_sorted[:-1]
-        heads = self._slots[s_sorted].astype(np.int64)
-        heads[heads >= base] = 0  # a slot left pointing at an unwritten entry by a crash
-        prev_sorted = np.where(first_in_group, heads, np.roll(p_sorted, 1))
-        prev = np.empty(m, dtype=np.int64)
-        prev[order] = prev_sorted
-        entries = self._entries[base : base + m]
-        entries["hash"] = hashes
-        entries["offset"] = offsets
-        entries["time_diff"] = max(0, (timestamp_ms - self.begin_ts) // 1000)
-        entries["prev"] = prev
-        last_in_group = np.ones(m, dtype=bool)
-        last_in_group[:-1] = s_sorted[1:] != s_sorted[:-1]
-        new_slots = s_sorted[last_in_group]
-        self.slot_count += int(np.count_nonzero(self._slots[new_slots] == 0))
-        self._slots[new_slots] = p_sorted[last_in_group]
-        self.index_count = base + m
+        time_diff = max(0, (timestamp_ms - self.begin_ts) // 1000)
+        self.index_count, self.slot_count = index_insert(
+            self._raw,
+            self.slot_num,
+            self.index_count,
+            self.slot_count,
+            np.ascontiguousarray(hashes, dtype=np.int64),
+            np.ascontiguousarray(offsets, dtype=np.int64),
+            time_diff,
+        )
         self.end_ts = max(self.end_ts, timestamp_ms)
         self.end_phys = max(self.end_phys, int(offsets.max()))
         self._write_header()
@@ -162,7 +176,7 @@ class IndexFile:
         self.file.sync()
 
     def close(self) -> None:
-        del self._slots, self._entries
+        del self._slots, self._entries, self._raw
         self.file.close()
 
     def destroy(self) -> None:
@@ -195,13 +209,25 @@ class IndexService:
         """Index ``keys[i]`` of ``topic`` at ``offsets[i]``."""
         if not keys:
             return
-        hashes = key_hashes([f"{topic}#{k}" for k in keys])
+        names = [f"{topic}#{k}" for k in keys]
+        if len(names) < 16:
+            hashes = np.array([key_hash(k) for k in names], dtype=np.int64)
+        else:
+            hashes = key_hashes(names)
+        self.put_hashes(hashes, np.asarray(offsets, dtype=np.int64), timestamp_ms)
+
+    def put_hashes(self, hashes: np.ndarray, offsets: np.ndarray, timestamp_ms: int) -> None:
+        """Index pre-computed key hashes (``key_hash`` of ``topic#key``) at ``offsets``."""
         done = 0
         while done < len(hashes):
             current = self.files[-1] if self.files else None
             if current is None or current.full:
+                start = int(offsets[done])
+                if current is not None and start <= current.begin_phys:
+                    # one record's keys filled a whole file: keep names unique and ordered
+                    start = current.begin_phys + 1
                 current = IndexFile(
-                    self.directory / file_name(int(offsets[done])), self.slot_num, self.index_num
+                    self.directory / file_name(start), self.slot_num, self.index_num
                 )
                 self.files.append(current)
             take = min(current.room(), len(hashes) - done)

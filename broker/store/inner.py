@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from connector.protocol.batch import encode_batch
 from connector.protocol.hashing import tags_code
 from connector.protocol.message import Message
 from connector.protocol.properties import PropertyKeys, encode_properties
@@ -70,21 +71,18 @@ class MessageInner:
 
 @dataclass(slots=True)
 class BatchInner:
-    """Many messages for one queue, as columns; appended under one lock hold."""
+    """Many messages for one queue, in the wire batch encoding.
+
+    ``data`` is what a producer sends (``connector.protocol.batch``); the
+    store validates it whole and appends it under one lock hold.
+    """
 
     topic: str
     queue_id: int
-    bodies: Sequence[bytes]
-    properties: Sequence[bytes]
-    tags_codes: Sequence[int] | int = 0
-    keys: Sequence[tuple[str, ...]] = field(default_factory=tuple)
-    flags: Sequence[int] | int = 0
+    data: bytes
     sys_flag: int = 0
     born_timestamp: int = 0
     born_host: bytes = LOCALHOST
-
-    def __len__(self) -> int:
-        return len(self.bodies)
 
     @classmethod
     def from_messages(
@@ -99,24 +97,18 @@ class BatchInner:
         if not messages:
             raise ValueError("a batch needs at least one message")
         topic = messages[0].topic
-        props_list, codes, keys = [], [], []
+        entries = []
         for i, msg in enumerate(messages):
             if msg.topic != topic:
                 raise ValueError("every message of a batch must have the same topic")
             props = msg.all_properties()
             if uniq_keys is not None:
                 props[PropertyKeys.UNIQ_KEY] = uniq_keys[i]
-            props_list.append(encode_properties(props))
-            codes.append(tags_code(msg.tags))
-            keys.append(index_keys(props))
+            entries.append((msg.body, msg.flag, encode_properties(props)))
         return cls(
             topic=topic,
             queue_id=queue_id,
-            bodies=[m.body for m in messages],
-            properties=props_list,
-            tags_codes=codes,
-            keys=keys,
-            flags=[m.flag for m in messages],
+            data=encode_batch(entries),
             born_timestamp=born_timestamp,
             born_host=born_host,
         )

@@ -21,6 +21,7 @@ __all__ = ["PAGE_SIZE", "MappedFile", "MappedFileQueue"]
 
 log = logging.getLogger(__name__)
 PAGE_SIZE = mmap.PAGESIZE
+_TMP_SUFFIX = ".tmp"
 
 
 class MappedFile:
@@ -127,6 +128,17 @@ class MappedFile:
         self.path.unlink(missing_ok=True)
 
 
+def _preallocate(path: Path, size: int) -> None:
+    """Create ``path`` at its full (sparse) ``size`` atomically."""
+    tmp = path.with_name(path.name + _TMP_SUFFIX)
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
 class MappedFileQueue:
     """Segments of one logical log, ordered by start offset, all ``file_size`` bytes."""
 
@@ -139,6 +151,10 @@ class MappedFileQueue:
     def load(self) -> None:
         """Map every segment on disk; a file of the wrong size or a gap is an error."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        for stale in self.directory.glob("*" + _TMP_SUFFIX):
+            if parse_file_name(stale.name[: -len(_TMP_SUFFIX)]) is not None:
+                log.warning("removing %s: a segment whose creation was interrupted", stale)
+                stale.unlink()
         names = sorted(
             p
             for p in self.directory.iterdir()
@@ -181,7 +197,12 @@ class MappedFileQueue:
             if last is not None and start != last.end_offset:
                 raise StoreError(f"new segment at {start} does not follow {last.path.name}")
             self.directory.mkdir(parents=True, exist_ok=True)
-            mf = MappedFile(self.directory / file_name(start), self.file_size)
+            path = self.directory / file_name(start)
+            if not path.exists():
+                # sized under a temporary name, then renamed: a crash never leaves a
+                # short segment behind, which load() (rightly) refuses to map
+                _preallocate(path, self.file_size)
+            mf = MappedFile(path, self.file_size)
             fsync_dir(self.directory)
             self.files = [*self.files, mf]
             return mf

@@ -40,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         store_dir=args.store,
         mapped_file_size_commit_log=args.segment_size,
         consume_queue_entries_per_file=500,
-        flush_disk_type=FlushDiskType.SYNC_FLUSH if args.flush == "sync" else FlushDiskType.ASYNC_FLUSH,
+        flush_disk_type=FlushDiskType.SYNC_FLUSH
+        if args.flush == "sync"
+        else FlushDiskType.ASYNC_FLUSH,
         flush_interval_consume_queue_ms=50,
         max_hash_slot_num=1024,
         max_index_num=20_000,

@@ -24,6 +24,8 @@ import numpy as np
 
 from broker.store.checkpoint import Checkpoint
 from broker.store.consume_queue import ConsumeQueue
+from broker.store.files import file_name
+from broker.store.index import IndexFile
 from broker.store.inner import index_keys
 from broker.store.mapped_file import MappedFile
 from broker.store.results import RecoveryReport
@@ -70,20 +72,87 @@ def _load_queues(store: MessageStore) -> set[tuple[str, int]]:
     return broken
 
 
-def _fallback_start(store: MessageStore) -> int:
-    """No checkpoint: start at the segment holding the newest queue entry."""
-    newest = -1
+def _lost_queues(store: MessageStore, checkpoint: Checkpoint | None) -> set[tuple[str, int]]:
+    """Queues that lost entries which were durable: files or the whole directory deleted.
+
+    A queue with fewer entries than the checkpoint counted lost its end; while
+    the CommitLog still starts at 0 (retention never removed a record), a
+    queue that does not start at 0 lost its head.
+    """
+    lost: set[tuple[str, int]] = set()
+    if checkpoint is not None:
+        for topic, qs in checkpoint.queue_offsets.items():
+            for qid_s, count in qs.items():
+                if count <= 0 or not qid_s.isdigit():
+                    continue
+                try:
+                    validate_topic(topic)
+                except InvalidTopicError:
+                    continue
+                cq = store.consume_queue(topic, int(qid_s))
+                if cq is None or cq.max_offset < count:
+                    lost.add((topic, int(qid_s)))
+    if store.commit_log.min_offset() == 0:
+        for topic, queues in store.queues.items():
+            lost.update((topic, qid) for qid, cq in queues.items() if cq.min_offset > 0)
+    for topic, qid in sorted(lost):
+        log.warning("ConsumeQueue %s/%d lost entries it had on disk; rebuilding it", topic, qid)
+    return lost
+
+
+def _newest_entry(store: MessageStore) -> tuple[int, int] | None:
+    """(CommitLog offset, size) of the newest record any ConsumeQueue points at."""
+    newest: tuple[int, int] | None = None
     for queues in store.queues.values():
         for cq in queues.values():
             last = cq.last_entry()
-            if last is not None:
-                newest = max(newest, last[0])
+            if last is not None and (newest is None or last[0] > newest[0]):
+                newest = (last[0], last[1])
+    return newest
+
+
+def _fallback_start(store: MessageStore) -> int:
+    """No checkpoint: start at the segment holding the newest queue entry."""
+    newest = _newest_entry(store)
     segments = store.commit_log.queue
-    if newest < 0:
+    if newest is None:
         return segments.min_offset()
-    mf = segments.find(newest) or segments.last()
+    mf = segments.find(newest[0]) or segments.last()
     assert mf is not None
     return mf.file_from_offset
+
+
+def _check_tail(store: MessageStore, end: int) -> int:
+    """After a clean stop: where the valid log really ends, at most ``end`` (the checkpoint's).
+
+    The log should end with the newest record a queue points at, exactly at
+    ``end``; if that record is intact nothing else is read. Otherwise the
+    segment holding it (or the last byte of data) is checked up to ``end``
+    and the first bad record's offset returned, so that the scan starting
+    there cuts the log. Only checked, not re-dispatched: the queues were
+    complete at the clean stop. Damage further back is not looked for.
+    """
+    segments = store.commit_log.queue
+    newest = _newest_entry(store)
+    mf = segments.find(newest[0] if newest is not None else end - 1)
+    if mf is None:
+        return end
+    if newest is not None and newest[0] + newest[1] == end:
+        try:
+            check_record(
+                mf.buffer(),
+                newest[0] - mf.file_from_offset,
+                expected_offset=newest[0],
+                limit=mf.file_size,
+                check_crc=store.config.check_crc_on_recover,
+            )
+            return end
+        except CorruptRecordError as exc:
+            log.warning("the last record, at %d, is damaged (%s)", newest[0], exc.message)
+    scanner = _Scanner(store, check_crc=store.config.check_crc_on_recover)
+    for _ in scanner.scan(mf.file_from_offset, stop_at=end):
+        pass
+    return min(scanner.end, end)
 
 
 class _Scanner:
@@ -237,11 +306,18 @@ def recover(store: MessageStore) -> RecoveryReport:
     log_end = last.end_offset if last is not None else 0
     if checkpoint is not None:
         start = checkpoint.recover_from
+        if not report.abnormal:
+            start = _check_tail(store, min(start, log_end))
     else:
         start = _fallback_start(store)
         if segments.files:
             log.warning("no usable checkpoint in %s: scanning from offset %d", cfg.store_dir, start)
-    if not had_index and checkpoint is not None and checkpoint.index_offset > min_offset:
+    if (
+        cfg.message_index_enable
+        and not had_index
+        and checkpoint is not None
+        and checkpoint.index_offset > min_offset
+    ):
         log.warning("index files are missing: re-indexing the whole CommitLog")
         start = min_offset
     start = min(max(start, min_offset), log_end)
@@ -250,7 +326,8 @@ def recover(store: MessageStore) -> RecoveryReport:
     )
 
     report.scanned_from = start
-    gaps: set[tuple[str, int]] = set()
+    gaps = _lost_queues(store, checkpoint)  # rebuilt whole below, not patched by the scan
+    rebuild |= gaps
     scanner = _Scanner(store, check_crc=cfg.check_crc_on_recover)
     for offset, chk in scanner.scan(start):
         _dispatch(store, offset, chk, index_from=index_from, gaps=gaps, report=report)
@@ -262,9 +339,16 @@ def recover(store: MessageStore) -> RecoveryReport:
         for f in segments.files
         if f.file_from_offset > end or (f.file_from_offset == end and end < log_end)
     ]
-    if scanner.garbage or later:
+    # the checkpoint says the log was durable up to here: zeros before it are lost data
+    durable_end = min(checkpoint.recover_from, log_end) if checkpoint is not None else 0
+    if scanner.garbage or later or end < durable_end:
         report.truncated_at = end
-        report.reason = scanner.reason if scanner.garbage else "segments past the end of valid data"
+        if scanner.garbage:
+            report.reason = scanner.reason
+        elif end < durable_end:
+            report.reason = f"zeros where the checkpoint says data is durable (up to {durable_end})"
+        else:
+            report.reason = "segments past the end of valid data"
         report.dropped_bytes = log_end - end
         log.warning(
             "CommitLog truncated at %d (%s); %d segment(s) after it deleted",
@@ -284,7 +368,7 @@ def recover(store: MessageStore) -> RecoveryReport:
         for topic, qs in checkpoint.queue_offsets.items():
             for qid_s, count in qs.items():
                 known = store.consume_queue(topic, int(qid_s)) if qid_s.isdigit() else None
-                if known is None or known.max_offset < count:
+                if count > 0 and (known is None or known.max_offset < count):
                     try:
                         validate_topic(topic)
                     except InvalidTopicError:
@@ -300,6 +384,12 @@ def recover(store: MessageStore) -> RecoveryReport:
         log.warning(
             "dropped %d ConsumeQueue entries past the end of the log",
             report.consume_queue_entries_dropped,
+        )
+    if cfg.message_index_enable and not store.index.files:
+        # an (empty) index file tells the next start that no index file was lost, so a
+        # log without keyed messages is not re-indexed from its start on every restart
+        store.index.files.append(
+            IndexFile(cfg.index_dir / file_name(end), store.index.slot_num, store.index.index_num)
         )
     store.dispatched_offset = end
     # make the re-dispatched tail durable before a new checkpoint claims it

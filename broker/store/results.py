@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from connector.protocol.msgid import encode_offset_msg_id
 
 __all__ = [
@@ -57,16 +59,22 @@ class AppendResult:
     queue_offset: int
     msg_num: int
     store_timestamp: int
-    physical_offsets: tuple[int, ...] = ()
+    offsets_array: np.ndarray | None = None  # per message, for a batch
 
     @property
     def end_offset(self) -> int:
         return self.wrote_offset + self.wrote_bytes
 
+    @property
+    def physical_offsets(self) -> tuple[int, ...]:
+        """Each message's CommitLog offset (a batch's, in order)."""
+        if self.offsets_array is None:
+            return (self.wrote_offset,)
+        return tuple(self.offsets_array.tolist())
+
     def offset_msg_ids(self, store_host: bytes) -> list[str]:
         """One offset msgId per message, in order."""
-        offsets = self.physical_offsets or (self.wrote_offset,)
-        return [encode_offset_msg_id(store_host, off) for off in offsets]
+        return [encode_offset_msg_id(store_host, off) for off in self.physical_offsets]
 
 
 @dataclass(frozen=True, slots=True)

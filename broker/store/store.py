@@ -25,10 +25,10 @@ from broker.store.checkpoint import Checkpoint
 from broker.store.commitlog import CommitLog, RecordTooLarge
 from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.consume_queue import ConsumeQueue
-from broker.store.encoder import CQ_DTYPE
 from broker.store.flush import FlushRealTimeService, GroupCommitService, PeriodicService
 from broker.store.index import IndexService
 from broker.store.inner import BatchInner, MessageInner
+from broker.store.kernels import scan_batch
 from broker.store.read_result import GetMessageResult, RecordRun
 from broker.store.recovery import recover
 from broker.store.results import (
@@ -79,6 +79,7 @@ class MessageStore:
         self.arrival_listeners: list[ArrivalListener] = []
         self.last_flush_seconds = 0.0
         self._put_lock = threading.Lock()
+        self._valid_topics: set[str] = set()
         self._last_store_ts = 0
         self._group_commit: GroupCommitService | None = None
         self._services: list[PeriodicService] = []
@@ -248,10 +249,12 @@ class MessageStore:
             return PutMessageResult(
                 PutMessageStatus.SERVICE_NOT_AVAILABLE, message="store is not running"
             )
-        try:
-            validate_topic(topic)
-        except InvalidTopicError as exc:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message=str(exc))
+        if topic not in self._valid_topics:
+            try:
+                validate_topic(topic)
+            except InvalidTopicError as exc:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message=str(exc))
+            self._valid_topics.add(topic)
         if queue_id < 0:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message="negative queue id")
         limit = self.config.max_message_size
@@ -295,12 +298,16 @@ class MessageStore:
     def put_messages_nowait(
         self, batch: BatchInner
     ) -> tuple[PutMessageResult, Future[bool] | None]:
-        """Append a whole batch under one lock hold; nothing is written if a check fails."""
-        bad = self._check(batch.topic, batch.queue_id, batch.bodies)
+        """Append a whole batch under one lock hold; nothing is written if any entry is bad."""
+        bad = self._check(batch.topic, batch.queue_id, ())
         if bad is not None:
             return bad, None
-        if not batch.bodies:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message="empty batch"), None
+        # validation, CRCs and property scans run before the lock (and without the GIL)
+        scanned, reason = scan_batch(
+            batch.data, topic=batch.topic, max_message_size=self.config.max_message_size
+        )
+        if scanned is None:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message=reason), None
         with self._put_lock:
             cq = self.consume_queue(batch.topic, batch.queue_id, create=True)
             assert cq is not None
@@ -308,22 +315,13 @@ class MessageStore:
             ts = self._store_timestamp()
             try:
                 appended = self.commit_log.append_batch(
-                    batch, queue_offset=queue_offset, store_timestamp=ts
+                    batch, scanned, queue_offset=queue_offset, store_timestamp=ts
                 )
             except RecordTooLarge as exc:
-                return PutMessageResult(
-                    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, message=str(exc)
-                ), None
-            entries = np.empty(len(appended.offsets), dtype=CQ_DTYPE)
-            entries["offset"] = appended.offsets
-            entries["size"] = appended.sizes
-            entries["tags_code"] = batch.tags_codes
-            cq.put_entries(queue_offset, entries.tobytes())
-            if batch.keys and self.config.message_index_enable:
-                counts = np.fromiter(map(len, batch.keys), dtype=np.int64, count=len(batch.keys))
-                if counts.any():
-                    keys = [k for ks in batch.keys for k in ks]
-                    self.index.put(batch.topic, keys, np.repeat(appended.offsets, counts), ts)
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message=str(exc)), None
+            cq.put_entries(queue_offset, appended.cq_entries)
+            if len(scanned.key_hashes) and self.config.message_index_enable:
+                self.index.put_hashes(scanned.key_hashes, appended.offsets[scanned.key_msgs], ts)
             res = appended.result
             self.dispatched_offset = res.end_offset
         return self._after_append(batch.topic, batch.queue_id, res)

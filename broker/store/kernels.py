@@ -1,0 +1,480 @@
+"""Compiled loops for the batch hot paths (numba, nopython, no GIL).
+
+Python pays tens of nanoseconds per bytecode on small hardware, so the
+per-message work of a batch (walking the wire entries, body CRCs, finding
+TAGS / KEYS / UNIQ_KEY in the properties, hashing keys, laying out records,
+threading index chains) runs here, once per batch. Every function has a
+plain-Python twin elsewhere (``connector.protocol`` codecs, ``index.key_hash``,
+``hashing.tags_code``) and the tests check they agree.
+
+Arrays are native-endian int64 / uint8; big-endian file fields are written
+byte by byte (numba does not support non-native byte order).
+"""
+
+# numba needs explicit np.int64 casts that mypy types apart from int; the twins are typed
+# mypy: disable-error-code="assignment,return-value"
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "BATCH_ERRORS",
+    "encode_batch_records",
+    "index_insert",
+    "java_hash_prefix",
+    "scan_batch",
+]
+
+MESSAGE_MAGIC = 0xDAA320A7
+ENTRY_HEAD = 20  # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN
+ENTRY_OVERHEAD = 22  # + PROPLEN
+RECORD_FIXED = 88 + 3  # header through BODYLEN, TOPICLEN, PROPLEN
+
+BATCH_ERRORS = {
+    1: "batch truncated inside entry {index}",
+    2: "batch entry {index} has a bad magic code",
+    3: "batch entry {index} claims more bytes than the batch has",
+    4: "batch entry {index} has an empty body",
+    5: "batch entry {index} has a body larger than max_message_size",
+    6: "batch entry {index}: body length overruns the entry",
+    7: "batch entry {index}: lengths do not add up",
+    8: "batch entry {index}: body CRC mismatch",
+    9: "batch holds more than the allowed number of messages",
+    10: "empty batch",
+}
+
+
+def _crc_table() -> np.ndarray:
+    table = np.zeros((8, 256), dtype=np.int64)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        table[0, i] = c
+    for i in range(256):
+        c = int(table[0, i])
+        for k in range(1, 8):
+            c = int(table[0, c & 0xFF]) ^ (c >> 8)
+            table[k, i] = c
+    return table
+
+
+CRC_TABLE = _crc_table()
+
+
+@njit(cache=True, nogil=True)
+def _crc32(buf: Any, p: int, end: int, t: Any) -> int:  # pragma: no cover - compiled
+    c = 0xFFFFFFFF
+    while p + 8 <= end:
+        c ^= (
+            np.int64(buf[p])
+            | (np.int64(buf[p + 1]) << 8)
+            | (np.int64(buf[p + 2]) << 16)
+            | (np.int64(buf[p + 3]) << 24)
+        )
+        c = (
+            t[7, c & 0xFF]
+            ^ t[6, (c >> 8) & 0xFF]
+            ^ t[5, (c >> 16) & 0xFF]
+            ^ t[4, c >> 24]
+            ^ t[3, buf[p + 4]]
+            ^ t[2, buf[p + 5]]
+            ^ t[1, buf[p + 6]]
+            ^ t[0, buf[p + 7]]
+        )
+        p += 8
+    while p < end:
+        c = t[0, (c ^ buf[p]) & 0xFF] ^ (c >> 8)
+        p += 1
+    return (c ^ 0xFFFFFFFF) & 0x7FFFFFFF
+
+
+@njit(cache=True, nogil=True)
+def _get_u32(buf: Any, p: int) -> int:  # pragma: no cover - compiled
+    return (
+        (np.int64(buf[p]) << 24)
+        | (np.int64(buf[p + 1]) << 16)
+        | (np.int64(buf[p + 2]) << 8)
+        | np.int64(buf[p + 3])
+    )
+
+
+@njit(cache=True, nogil=True)
+def _get_i32(buf: Any, p: int) -> int:  # pragma: no cover - compiled
+    v = _get_u32(buf, p)
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+@njit(cache=True, nogil=True)
+def _put_i32(buf: Any, p: int, v: int) -> None:  # pragma: no cover - compiled
+    buf[p] = (v >> 24) & 0xFF
+    buf[p + 1] = (v >> 16) & 0xFF
+    buf[p + 2] = (v >> 8) & 0xFF
+    buf[p + 3] = v & 0xFF
+
+
+@njit(cache=True, nogil=True)
+def _put_i64(buf: Any, p: int, v: int) -> None:  # pragma: no cover - compiled
+    for k in range(8):
+        buf[p + k] = (v >> (56 - 8 * k)) & 0xFF
+
+
+@njit(cache=True, nogil=True)
+def _java_hash_utf8(buf: Any, p: int, end: int, h: int) -> int:  # pragma: no cover - compiled
+    """Continue Java's String.hashCode over UTF-8 bytes as UTF-16 code units."""
+    while p < end:
+        b0 = np.int64(buf[p])
+        cp = 0xFFFD
+        n = 1
+        if b0 < 0x80:
+            cp = b0
+        elif 0xC2 <= b0 < 0xE0 and p + 1 < end and (buf[p + 1] & 0xC0) == 0x80:
+            cp = ((b0 & 0x1F) << 6) | (buf[p + 1] & 0x3F)
+            n = 2
+        elif (
+            0xE0 <= b0 < 0xF0
+            and p + 2 < end
+            and (buf[p + 1] & 0xC0) == 0x80
+            and (buf[p + 2] & 0xC0) == 0x80
+        ):
+            cp = ((b0 & 0x0F) << 12) | ((buf[p + 1] & 0x3F) << 6) | (buf[p + 2] & 0x3F)
+            n = 3
+        elif (
+            0xF0 <= b0 < 0xF5
+            and p + 3 < end
+            and (buf[p + 1] & 0xC0) == 0x80
+            and (buf[p + 2] & 0xC0) == 0x80
+            and (buf[p + 3] & 0xC0) == 0x80
+        ):
+            cp = (
+                ((b0 & 0x07) << 18)
+                | ((buf[p + 1] & 0x3F) << 12)
+                | ((buf[p + 2] & 0x3F) << 6)
+                | (buf[p + 3] & 0x3F)
+            )
+            n = 4
+        if cp >= 0x10000:
+            cp -= 0x10000
+            h = (31 * h + (0xD800 | (cp >> 10))) & 0xFFFFFFFF
+            h = (31 * h + (0xDC00 | (cp & 0x3FF))) & 0xFFFFFFFF
+        else:
+            h = (31 * h + cp) & 0xFFFFFFFF
+        p += n
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _key_hash(buf: Any, p: int, end: int, prefix: int) -> int:  # pragma: no cover - compiled
+    h = prefix
+    while p < end:
+        h = (31 * h + np.int64(buf[p])) & 0xFFFFFFFF
+        p += 1
+    return h & 0x7FFFFFFF
+
+
+@njit(cache=True, nogil=True)
+def _is_name(buf: Any, p: int, end: int, name: Any) -> bool:  # pragma: no cover - compiled
+    if end - p != name.shape[0]:
+        return False
+    for k in range(name.shape[0]):
+        if buf[p + k] != name[k]:
+            return False
+    return True
+
+
+_TAGS = np.frombuffer(b"TAGS", dtype=np.uint8).copy()
+_KEYS = np.frombuffer(b"KEYS", dtype=np.uint8).copy()
+_UNIQ = np.frombuffer(b"UNIQ_KEY", dtype=np.uint8).copy()
+
+
+@njit(cache=True, nogil=True)
+def _scan_properties(
+    buf: Any,
+    p: int,
+    end: int,
+    prefix: int,
+    msg: int,
+    key_hashes: Any,
+    key_msgs: Any,
+    nkeys: int,
+    tags_name: Any,
+    keys_name: Any,
+    uniq_name: Any,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    tags_code = 0
+    while p < end:
+        name_end = p
+        while name_end < end and buf[name_end] != 1:
+            name_end += 1
+        if name_end >= end:
+            break
+        value = name_end + 1
+        value_end = value
+        while value_end < end and buf[value_end] != 2:
+            value_end += 1
+        if _is_name(buf, p, name_end, tags_name):
+            code = _java_hash_utf8(buf, value, value_end, 0)
+            tags_code = code - (1 << 32) if code & 0x80000000 else code
+        elif _is_name(buf, p, name_end, uniq_name):
+            if value_end > value:
+                key_hashes[nkeys] = _key_hash(buf, value, value_end, prefix)
+                key_msgs[nkeys] = msg
+                nkeys += 1
+        elif _is_name(buf, p, name_end, keys_name):
+            k = value
+            while k < value_end:
+                while k < value_end and buf[k] == 32:
+                    k += 1
+                kend = k
+                while kend < value_end and buf[kend] != 32:
+                    kend += 1
+                if kend > k:
+                    key_hashes[nkeys] = _key_hash(buf, k, kend, prefix)
+                    key_msgs[nkeys] = msg
+                    nkeys += 1
+                k = kend
+        p = value_end + 1
+    return tags_code, nkeys
+
+
+@njit(cache=True, nogil=True)
+def _scan_batch(
+    buf: Any,
+    max_body: int,
+    max_count: int,
+    prefix: int,
+    crc_table: Any,
+    starts: Any,
+    body_lens: Any,
+    props_lens: Any,
+    flags: Any,
+    crcs: Any,
+    tags_codes: Any,
+    key_hashes: Any,
+    key_msgs: Any,
+    tags_name: Any,
+    keys_name: Any,
+    uniq_name: Any,
+) -> tuple[int, int, int]:  # pragma: no cover - compiled
+    end = buf.shape[0]
+    if end == 0:
+        return 10, 0, 0
+    pos = 0
+    n = 0
+    nkeys = 0
+    while pos < end:
+        if n >= max_count or n >= starts.shape[0]:
+            return 9, n, nkeys
+        if end - pos < ENTRY_OVERHEAD:
+            return 1, n, nkeys
+        total = _get_i32(buf, pos)
+        if _get_u32(buf, pos + 4) != MESSAGE_MAGIC:
+            return 2, n, nkeys
+        if total < ENTRY_OVERHEAD or total > end - pos:
+            return 3, n, nkeys
+        body_len = _get_i32(buf, pos + 16)
+        if body_len <= 0:
+            return 4, n, nkeys
+        if body_len > max_body:
+            return 5, n, nkeys
+        body_end = pos + ENTRY_HEAD + body_len
+        if body_end + 2 > pos + total:
+            return 6, n, nkeys
+        props_len = (np.int64(buf[body_end]) << 8) | np.int64(buf[body_end + 1])
+        if props_len & 0x8000 or body_end + 2 + props_len != pos + total:
+            return 7, n, nkeys
+        crc = _crc32(buf, pos + ENTRY_HEAD, body_end, crc_table)
+        if crc != _get_i32(buf, pos + 8):
+            return 8, n, nkeys
+        starts[n] = pos
+        body_lens[n] = body_len
+        props_lens[n] = props_len
+        flags[n] = _get_i32(buf, pos + 12)
+        crcs[n] = crc
+        tags_codes[n], nkeys = _scan_properties(
+            buf,
+            body_end + 2,
+            pos + total,
+            prefix,
+            n,
+            key_hashes,
+            key_msgs,
+            nkeys,
+            tags_name,
+            keys_name,
+            uniq_name,
+        )
+        n += 1
+        pos += total
+    return 0, n, nkeys
+
+
+def java_hash_prefix(text: str) -> int:
+    """Java-style hash state after the UTF-8 bytes of ``text`` (e.g. ``"topic#"``)."""
+    h = 0
+    for b in text.encode("utf-8"):
+        h = (31 * h + b) & 0xFFFFFFFF
+    return h
+
+
+class ScannedBatch:
+    """Columns of a validated wire batch (see ``connector.protocol.batch``)."""
+
+    __slots__ = (
+        "body_lens",
+        "count",
+        "crcs",
+        "data",
+        "flags",
+        "key_hashes",
+        "key_msgs",
+        "props_lens",
+        "starts",
+        "tags_codes",
+    )
+
+    def __init__(
+        self, data: np.ndarray, count: int, nkeys: int, cols: dict[str, np.ndarray]
+    ) -> None:
+        self.data = data
+        self.count = count
+        self.starts = cols["starts"][:count]
+        self.body_lens = cols["body_lens"][:count]
+        self.props_lens = cols["props_lens"][:count]
+        self.flags = cols["flags"][:count]
+        self.crcs = cols["crcs"][:count]
+        self.tags_codes = cols["tags_codes"][:count]
+        self.key_hashes = cols["key_hashes"][:nkeys]
+        self.key_msgs = cols["key_msgs"][:nkeys]
+
+
+def scan_batch(
+    data: bytes | memoryview, *, topic: str, max_message_size: int, max_count: int = 1 << 20
+) -> tuple[ScannedBatch | None, str]:
+    """Validate a wire batch and pull out every column the store needs.
+
+    Returns ``(batch, "")`` or ``(None, reason)``; a defect anywhere rejects it all.
+    """
+    buf = np.frombuffer(data, dtype=np.uint8)
+    cap = buf.shape[0] // (ENTRY_OVERHEAD + 1) + 1
+    key_cap = buf.shape[0] // 2 + 1
+    block = np.empty(6 * cap + 2 * key_cap, dtype=np.int64)
+    names = ("starts", "body_lens", "props_lens", "flags", "crcs", "tags_codes")
+    cols = {name: block[i * cap : (i + 1) * cap] for i, name in enumerate(names)}
+    cols["key_hashes"] = block[6 * cap : 6 * cap + key_cap]
+    cols["key_msgs"] = block[6 * cap + key_cap :]
+    status, n, nkeys = _scan_batch(
+        buf,
+        max_message_size,
+        max_count,
+        java_hash_prefix(f"{topic}#"),
+        CRC_TABLE,
+        cols["starts"],
+        cols["body_lens"],
+        cols["props_lens"],
+        cols["flags"],
+        cols["crcs"],
+        cols["tags_codes"],
+        cols["key_hashes"],
+        cols["key_msgs"],
+        _TAGS,
+        _KEYS,
+        _UNIQ,
+    )
+    if status:
+        return None, BATCH_ERRORS[status].format(index=n)
+    return ScannedBatch(buf, n, nkeys, cols), ""
+
+
+@njit(cache=True, nogil=True)
+def encode_batch_records(
+    src: Any,
+    starts: Any,
+    body_lens: Any,
+    props_lens: Any,
+    flags: Any,
+    crcs: Any,
+    tags_codes: Any,
+    first: int,
+    count: int,
+    dst: Any,
+    template: Any,
+    topic: Any,
+    first_queue_offset: int,
+    phys_base: int,
+    out_offsets: Any,
+    out_sizes: Any,
+    cq_out: Any,
+) -> int:  # pragma: no cover - compiled
+    """Write records ``first .. first+count`` of a scanned batch into ``dst``.
+
+    ``template`` is an 88-byte record header with the fields shared by the
+    batch filled in (magic, queue id, sys flag, born/store time and hosts);
+    each record patches its own size, CRC, flag, offsets and body length.
+    ``cq_out`` receives the records' ConsumeQueue entries (20 bytes each).
+    Returns the number of bytes written to ``dst``.
+    """
+    tlen = topic.shape[0]
+    p = 0
+    for j in range(first, first + count):
+        blen = body_lens[j]
+        plen = props_lens[j]
+        size = RECORD_FIXED + tlen + blen + plen
+        dst[p : p + 88] = template
+        _put_i32(dst, p, size)
+        _put_i32(dst, p + 8, crcs[j])
+        _put_i32(dst, p + 16, flags[j])
+        _put_i64(dst, p + 20, first_queue_offset + j - first)
+        _put_i64(dst, p + 28, phys_base + p)
+        _put_i32(dst, p + 84, blen)
+        s = starts[j] + ENTRY_HEAD
+        dst[p + 88 : p + 88 + blen] = src[s : s + blen]
+        q = p + 88 + blen
+        dst[q] = tlen
+        dst[q + 1 : q + 1 + tlen] = topic
+        q += 1 + tlen
+        dst[q] = (plen >> 8) & 0xFF
+        dst[q + 1] = plen & 0xFF
+        s += blen + 2
+        dst[q + 2 : q + 2 + plen] = src[s : s + plen]
+        c = (j - first) * 20
+        _put_i64(cq_out, c, phys_base + p)
+        _put_i32(cq_out, c + 8, size)
+        _put_i64(cq_out, c + 12, tags_codes[j])
+        out_offsets[j] = phys_base + p
+        out_sizes[j] = size
+        p += size
+    return p
+
+
+@njit(cache=True, nogil=True)
+def index_insert(
+    buf: Any,
+    slot_num: int,
+    count: int,
+    slot_count: int,
+    hashes: Any,
+    offsets: Any,
+    time_diff: int,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """Append index entries and thread them onto their buckets; returns (count, slots used)."""
+    entries_at = 40 + slot_num * 4
+    for j in range(hashes.shape[0]):
+        h = hashes[j]
+        spos = 40 + (h % slot_num) * 4
+        prev = _get_i32(buf, spos)
+        if prev <= 0 or prev >= count:
+            if prev == 0:
+                slot_count += 1
+            prev = 0  # empty, or left pointing at an unwritten entry by a crash
+        e = entries_at + count * 20
+        _put_i32(buf, e, h)
+        _put_i64(buf, e + 4, offsets[j])
+        _put_i32(buf, e + 12, time_diff)
+        _put_i32(buf, e + 16, prev)
+        _put_i32(buf, spos, count)
+        count += 1
+    return count, slot_count

@@ -1,0 +1,171 @@
+"""File helpers: segment names, atomic writes with a .bak, JSON loading that
+falls back to the backup, and the store checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import TOPIC, StoreFactory, put
+
+from broker.store.checkpoint import Checkpoint
+from broker.store.files import atomic_write, file_name, load_json, parse_file_name, save_json
+
+
+def test_file_names() -> None:
+    assert file_name(0) == "00000000000000000000"
+    assert file_name(1073741824) == "00000000001073741824"
+    assert len(file_name(2**63 - 1)) == 20
+    for offset in (0, 4096, 1073741824, 2**63 - 1):
+        assert parse_file_name(file_name(offset)) == offset
+    for bad in ("", "123", "0000000000000000000a", "000000000000000000000", "checkpoint", "x.bak"):
+        assert parse_file_name(bad) is None
+
+
+def test_atomic_write_keeps_backup(tmp_path: Path) -> None:
+    path = tmp_path / "config" / "topics.json"
+    atomic_write(path, b"v1")
+    assert path.read_bytes() == b"v1"
+    assert not path.with_name("topics.json.bak").exists()
+    atomic_write(path, b"v2")
+    assert path.read_bytes() == b"v2"
+    assert path.with_name("topics.json.bak").read_bytes() == b"v1"
+    atomic_write(path, b"v3")
+    assert path.with_name("topics.json.bak").read_bytes() == b"v2"
+    assert not path.with_name("topics.json.tmp").exists()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["topics.json", "topics.json.bak"]
+
+
+def test_atomic_write_without_backup(tmp_path: Path) -> None:
+    path = tmp_path / "f.json"
+    atomic_write(path, b"a", keep_backup=False)
+    atomic_write(path, b"b", keep_backup=False)
+    assert path.read_bytes() == b"b"
+    assert not (tmp_path / "f.json.bak").exists()
+
+
+def test_atomic_write_replaces_stale_temp_file(tmp_path: Path) -> None:
+    path = tmp_path / "f.json"
+    (tmp_path / "f.json.tmp").write_bytes(b"half-written garbage from a crash")
+    atomic_write(path, b"good")
+    assert path.read_bytes() == b"good"
+    assert not (tmp_path / "f.json.tmp").exists()
+
+
+def test_save_load_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "consumerOffset.json"
+    value = {"TopicTest@group": {"0": 12, "1": 7}, "unicode": "ключ", "n": [1, 2.5, None, True]}
+    save_json(path, value)
+    assert load_json(path) == value
+    assert json.loads(path.read_bytes()) == value  # plain JSON an operator can read
+
+
+def test_load_json_missing_everything(tmp_path: Path) -> None:
+    assert load_json(tmp_path / "nope.json") is None
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "empty", "missing"])
+def test_load_json_falls_back_to_backup(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "delayOffset.json"
+    save_json(path, {"version": 1})
+    save_json(path, {"version": 2})
+    if damage == "corrupt":
+        path.write_bytes(b'{"version": 3, "trunc')
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:
+        path.unlink()
+    assert load_json(path) == {"version": 1}
+
+
+def test_load_json_corrupt_without_backup(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    path.write_bytes(b"\xff\xfe not json")
+    assert load_json(path) is None
+
+
+def test_checkpoint_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint"
+    cp = Checkpoint(
+        physic_offset=4096,
+        logic_offset=5000,
+        index_offset=4500,
+        physic_timestamp=1_700_000_000_000,
+        logic_timestamp=1_700_000_000_001,
+        clean_shutdown=True,
+        queue_offsets={"TopicTest": {"0": 10, "3": 2}, "Other": {"1": 0}},
+    )
+    cp.save(path)
+    assert Checkpoint.load(path) == cp
+    assert cp.recover_from == 4096
+    cp2 = Checkpoint(physic_offset=9000, logic_offset=9000, index_offset=9000)
+    cp2.save(path)
+    assert Checkpoint.load(path) == cp2
+    assert Checkpoint.load(path.with_name("checkpoint.bak")) == cp
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"not json",
+        b"[1, 2, 3]",
+        b"{}",
+        b'{"physic_offset": 1, "logic_offset": 2}',
+        b'{"physic_offset": "x", "logic_offset": 2, "index_offset": 3}',
+        b'{"physic_offset": 1, "logic_offset": 2, "index_offset": 3, "queue_offsets": [1]}',
+        b'{"physic_offset": 1, "logic_offset": 2, "index_offset": 3,'
+        b' "queue_offsets": {"T": {"0": "many"}}}',
+        b'{"physic_offset": 1, "logic_offset": 2, "index_offset": 3, "queue_offsets": {"T": [1]}}',
+        b'{"physic_offset": 1, "logic_offset": 2, "index_offset": 3, "queue_offsets": {"T": 5}}',
+        b'"a string"',
+        b"null",
+        b"42",
+    ],
+)
+def test_malformed_checkpoint_is_none(tmp_path: Path, raw: bytes) -> None:
+    path = tmp_path / "checkpoint"
+    path.write_bytes(raw)
+    assert Checkpoint.load(path) is None
+
+
+def test_missing_checkpoint_is_none(tmp_path: Path) -> None:
+    assert Checkpoint.load(tmp_path / "checkpoint") is None
+
+
+def test_store_layout(make_store: StoreFactory) -> None:
+    store = make_store()
+    put(store, b"x", queue_id=3, keys=["k"])
+    store.flush_queues_and_checkpoint()
+    root = store.config.store_dir
+    assert {p.name for p in root.iterdir()} >= {
+        "commitlog",
+        "consumequeue",
+        "index",
+        "config",
+        "checkpoint",
+        "abort",
+    }
+    assert (root / "consumequeue" / TOPIC / "3" / "00000000000000000000").is_file()
+    assert (root / "commitlog" / "00000000000000000000").stat().st_size == 65536
+    cp = Checkpoint.load(root / "checkpoint")
+    assert cp is not None
+    assert not cp.clean_shutdown
+    assert cp.queue_offsets == {TOPIC: {"3": 1}}
+
+
+def test_store_starts_with_malformed_checkpoint(make_store: StoreFactory) -> None:
+    store = make_store()
+    for i in range(5):
+        put(store, f"m{i}".encode(), keys=[f"k{i}"])
+    store.shutdown()
+    store.config.checkpoint_path.write_bytes(
+        b'{"physic_offset": 1, "logic_offset": 2, "index_offset": 3, "queue_offsets": {"T": 5}}'
+    )
+    again = make_store()
+    assert again.recovery is not None
+    assert not again.recovery.checkpoint_found
+    assert again.get_message(TOPIC, 0, 0).bodies() == [f"m{i}".encode() for i in range(5)]
+    assert [m.body for m in again.query_message(TOPIC, "k3")] == [b"m3"]

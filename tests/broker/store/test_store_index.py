@@ -1,0 +1,194 @@
+"""The key index: lookups by KEYS and UNIQ_KEY, hash collisions, index file
+rollover, topic isolation, restarts, and the vectorised key hash.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from conftest import BORN_TS, TOPIC, FakeClock, StoreFactory, put
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.store.index import key_hash, key_hashes
+from broker.store.inner import BatchInner
+from broker.store.results import PutMessageStatus
+from connector.protocol.message import Message, MessageExt
+
+
+def _bodies(msgs: list[MessageExt]) -> list[bytes]:
+    return sorted(m.body for m in msgs)
+
+
+def test_query_by_key_and_uniq_key(make_store: StoreFactory) -> None:
+    store = make_store()
+    put(store, b"a", keys=["order-1", "customer-9"], uniq_key="UNIQ-A")
+    put(store, b"b", keys=["order-2"], uniq_key="UNIQ-B")
+    put(store, b"c", keys=["customer-9"])
+    assert _bodies(store.query_message(TOPIC, "order-1")) == [b"a"]
+    assert _bodies(store.query_message(TOPIC, "customer-9")) == [b"a", b"c"]
+    [by_uniq] = store.query_message(TOPIC, "UNIQ-B")
+    assert by_uniq.body == b"b"
+    assert by_uniq.msg_id == "UNIQ-B"
+    assert by_uniq.keys == ["order-2"]
+    assert store.query_message(TOPIC, "nothing") == []
+    assert store.query_message(TOPIC, "order") == []  # no prefix matches
+    # newest first, and max_num respected
+    assert [m.body for m in store.query_message(TOPIC, "customer-9")] == [b"c", b"a"]
+    assert [m.body for m in store.query_message(TOPIC, "customer-9", max_num=1)] == [b"c"]
+
+
+def test_query_by_time_range(make_store: StoreFactory) -> None:
+    clock = FakeClock()
+    store = make_store(clock=clock)
+    for i, ms in enumerate((10_000_000, 20_000_000, 30_000_000)):
+        clock.set_ms(ms)
+        put(store, f"t{i}".encode(), keys=["same"])
+    got = store.query_message(TOPIC, "same", begin_ms=15_000_000, end_ms=25_000_000)
+    assert _bodies(got) == [b"t1"]
+    assert _bodies(store.query_message(TOPIC, "same", begin_ms=0, end_ms=40_000_000)) == [
+        b"t0",
+        b"t1",
+        b"t2",
+    ]
+
+
+def test_batch_keys_are_indexed(make_store: StoreFactory) -> None:
+    store = make_store()
+    msgs = [Message(topic=TOPIC, body=f"b{i}".encode(), keys=[f"bk{i}"]) for i in range(20)]
+    batch = BatchInner.from_messages(
+        msgs, queue_id=1, born_timestamp=BORN_TS, uniq_keys=[f"bu{i}" for i in range(20)]
+    )
+    res = store.put_messages(batch)
+    assert res.status is PutMessageStatus.PUT_OK
+    for i in (0, 7, 19):
+        assert _bodies(store.query_message(TOPIC, f"bk{i}")) == [f"b{i}".encode()]
+        [m] = store.query_message(TOPIC, f"bu{i}")
+        assert (m.body, m.queue_id, m.queue_offset) == (f"b{i}".encode(), 1, i)
+
+
+def test_hash_collisions_return_exactly_the_right_messages(make_store: StoreFactory) -> None:
+    store = make_store(max_hash_slot_num=4, max_index_num=1000)
+    n = 300
+    for i in range(n):
+        put(store, f"body-{i}".encode(), keys=[f"key-{i}", f"group-{i % 5}"])
+    for i in range(n):
+        got = store.query_message(TOPIC, f"key-{i}")
+        assert [m.body for m in got] == [f"body-{i}".encode()], i
+    got = store.query_message(TOPIC, "group-3", max_num=100)
+    assert _bodies(got) == sorted(f"body-{i}".encode() for i in range(3, n, 5))
+    # the store's four slots really were shared: the index file's header counts them
+    index_files = sorted(store.config.index_dir.iterdir())
+    assert len(index_files) == 1
+    slot_count, index_count = struct.unpack_from(">ii", index_files[0].read_bytes(), 32)
+    assert slot_count == 4
+    assert index_count == 1 + 2 * n  # entry 0 is unused
+
+
+def test_index_file_rollover(make_store: StoreFactory) -> None:
+    store = make_store(max_hash_slot_num=16, max_index_num=100)
+    n = 350  # 99 usable entries a file: 4 files
+    for i in range(n):
+        keys = [f"k{i}"] + (["every-50th"] if i % 50 == 0 else [])
+        put(store, f"m{i}".encode(), keys=keys)
+    names = sorted(p.name for p in store.config.index_dir.iterdir())
+    assert len(names) >= 4
+    assert all(len(name) == 20 and name.isdigit() for name in names)
+    assert names[0] == "00000000000000000000"
+    for i in (0, 98, 99, 100, 200, 349):
+        assert _bodies(store.query_message(TOPIC, f"k{i}")) == [f"m{i}".encode()]
+    spread = store.query_message(TOPIC, "every-50th", max_num=32)
+    assert _bodies(spread) == sorted(f"m{i}".encode() for i in range(0, n, 50))
+    assert [m.queue_offset for m in spread] == list(range(300, -1, -50))  # newest first
+
+
+def test_one_message_with_more_keys_than_an_index_file_holds(make_store: StoreFactory) -> None:
+    # 250 keys of one record fill several 99-entry files that would all be named by
+    # that record's offset; this used to loop forever re-opening the same full file
+    store = make_store(max_hash_slot_num=16, max_index_num=100)
+    put(store, b"first", keys=["f"])
+    keys = [f"many{i}" for i in range(250)]
+    res = put(store, b"many", keys=keys)
+    assert res.append is not None
+    names = [p.name for p in sorted(store.config.index_dir.iterdir())]
+    assert len(names) == len(set(names)) >= 3
+    for k in (keys[0], keys[98], keys[99], keys[200], keys[249]):
+        assert [m.body for m in store.query_message(TOPIC, k)] == [b"many"]
+    put(store, b"after", keys=["a"])
+    store.shutdown()
+    again = make_store(max_hash_slot_num=16, max_index_num=100)
+    assert [p.name for p in sorted(again.config.index_dir.iterdir())] == names
+    for k in ("f", keys[0], keys[150], keys[249], "a"):
+        assert len(again.query_message(TOPIC, k)) == 1, k
+
+
+def test_keys_of_another_topic_are_not_returned(make_store: StoreFactory) -> None:
+    store = make_store(max_hash_slot_num=4)
+    put(store, b"mine", topic="TopicA", keys=["shared"])
+    put(store, b"theirs", topic="TopicB", keys=["shared"])
+    put(store, b"theirs-too", topic="TopicB", keys=["shared"], uniq_key="shared")
+    assert _bodies(store.query_message("TopicA", "shared")) == [b"mine"]
+    assert _bodies(store.query_message("TopicB", "shared")) == [b"theirs", b"theirs-too"]
+    assert store.query_message("TopicC", "shared") == []
+
+
+def test_equal_hashes_are_told_apart(make_store: StoreFactory) -> None:
+    # "Aa" and "BB" have the same Java String hash, so "Aa#k" and "BB#k" (topic#key)
+    # land in one bucket with one stored hash: only reading the record tells them apart.
+    assert key_hash("Aa#k") == key_hash("BB#k")
+    assert key_hash(f"{TOPIC}#Aa") == key_hash(f"{TOPIC}#BB")
+    store = make_store()
+    put(store, b"topic-Aa", topic="Aa", keys=["k"])
+    put(store, b"topic-BB", topic="BB", keys=["k"])
+    put(store, b"key-Aa", keys=["Aa"])
+    put(store, b"key-BB", keys=["BB"], uniq_key="AaBB")
+    put(store, b"uniq-BBAa", uniq_key="BBAa")  # collides with the UNIQ_KEY above too
+    assert _bodies(store.query_message("Aa", "k")) == [b"topic-Aa"]
+    assert _bodies(store.query_message("BB", "k")) == [b"topic-BB"]
+    assert _bodies(store.query_message(TOPIC, "Aa")) == [b"key-Aa"]
+    assert _bodies(store.query_message(TOPIC, "BB")) == [b"key-BB"]
+    assert _bodies(store.query_message(TOPIC, "AaBB")) == [b"key-BB"]
+    assert _bodies(store.query_message(TOPIC, "BBAa")) == [b"uniq-BBAa"]
+
+
+def test_lookups_survive_restart(make_store: StoreFactory) -> None:
+    store = make_store(max_hash_slot_num=16, max_index_num=100)
+    for i in range(150):
+        put(store, f"m{i}".encode(), keys=[f"k{i}"], uniq_key=f"u{i}")
+    store.shutdown()
+    again = make_store(max_hash_slot_num=16, max_index_num=100)
+    assert again.recovery is not None
+    assert again.recovery.index_entries_rebuilt == 0  # nothing to redo after a clean stop
+    for i in (0, 49, 50, 149):
+        assert _bodies(again.query_message(TOPIC, f"k{i}")) == [f"m{i}".encode()]
+        assert _bodies(again.query_message(TOPIC, f"u{i}")) == [f"m{i}".encode()]
+    put(again, b"new", keys=["k0"])
+    assert _bodies(again.query_message(TOPIC, "k0")) == [b"m0", b"new"]
+
+
+def test_index_disabled(make_store: StoreFactory) -> None:
+    store = make_store(message_index_enable=False)
+    put(store, b"x", keys=["k"])
+    assert store.query_message(TOPIC, "k") == []
+
+
+def test_key_hash_is_java_string_hash_of_utf8() -> None:
+    # Java: "abc".hashCode() == 96354; masked to 31 bits
+    assert key_hash("abc") == 96354
+    assert key_hash("") == 0
+    h = 0
+    for b in "TopicTest#ключ".encode():
+        h = (31 * h + b) % (1 << 32)
+    assert key_hash("TopicTest#ключ") == h & 0x7FFFFFFF
+
+
+def test_key_hashes_mixed_lengths() -> None:
+    keys = ["", "a", "ab", "abc", "TopicTest#order-1", "ключ", "x" * 300, "a", "日本語", "ab"]
+    assert key_hashes(keys).tolist() == [key_hash(k) for k in keys]
+    assert key_hashes([]).tolist() == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=40), max_size=30))
+def test_key_hashes_match_key_hash(keys: list[str]) -> None:
+    assert key_hashes(keys).tolist() == [key_hash(k) for k in keys]
