@@ -14,14 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
-from broker.store.encoder import CQ_DTYPE
 from broker.store.mapped_file import MappedFile, MappedFileQueue
 from connector.errors import StoreError
 
-__all__ = ["CQ_ENTRY_SIZE", "ConsumeQueue"]
+__all__ = ["CQ_DTYPE", "CQ_ENTRY_SIZE", "ConsumeQueue"]
 
 log = logging.getLogger(__name__)
 CQ_ENTRY_SIZE = 20
+# commitLogOffset i64, size i32, tagsCode i64, big-endian
+CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 _ENTRY = struct.Struct(">qiq")
 
 

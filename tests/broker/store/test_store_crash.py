@@ -121,9 +121,15 @@ def parse_acks(lines: list[str]) -> list[Ack]:
 
 
 def run_probe_and_kill(
-    store_dir: Path, *, flush: str, kill_after_s: float, stderr_path: Path
+    store_dir: Path,
+    *,
+    flush: str,
+    kill_after_s: float,
+    after_first_ack: bool,
+    stderr_path: Path,
 ) -> Round:
-    """Start the probe, SIGKILL it ``kill_after_s`` after it is ready, return what it acked."""
+    """Start the probe, SIGKILL it ``kill_after_s`` after it is ready (or after its first
+    ack: its first append may wait on JIT compilation), return what it acknowledged."""
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     )
@@ -151,7 +157,15 @@ def run_probe_and_kill(
             pytest.fail(
                 f"probe did not get ready: {ready!r}; stderr:\n{stderr_path.read_text()[-4000:]}"
             )
-        lines = reader.lines_until(time.monotonic() + kill_after_s)
+        lines: list[str] = []
+        if after_first_ack:
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while not lines or not lines[-1].startswith("ack "):
+                line = reader.line(deadline)
+                if line is None:
+                    break  # no ack in time (or the probe died): kill it anyway, checks follow
+                lines.append(line)
+        lines += reader.lines_until(time.monotonic() + kill_after_s)
         os.kill(proc.pid, signal.SIGKILL)
         # whatever it acknowledged before the kill landed is still in the pipe
         lines += reader.lines_until(time.monotonic() + EXIT_TIMEOUT_S)
@@ -300,11 +314,12 @@ def test_sync_flush_survives_repeated_kill_9(tmp_path: Path) -> None:
     unclean = False  # was the last thing to touch the store a kill -9?
     started = time.monotonic()
     for n in range(1, rounds + 1):
-        kill_after_s = 0.0 if rng.random() < 0.2 else rng.uniform(0.05, 0.6)
+        moment = rng.random()  # right after ready / during warm-up / while appending
         rnd = run_probe_and_kill(
             store_dir,
             flush="sync",
-            kill_after_s=kill_after_s,
+            kill_after_s=0.0 if moment < 0.15 else rng.uniform(0.05, 0.6),
+            after_first_ack=moment >= 0.3,
             stderr_path=tmp_path / f"probe-{n}.err",
         )
         abnormal = rnd.ready.split()[1]
@@ -335,7 +350,8 @@ def test_async_flush_acked_messages_survive_kill_9(tmp_path: Path) -> None:
         rnd = run_probe_and_kill(
             store_dir,
             flush="async",
-            kill_after_s=rng.uniform(0.2, 0.6),
+            kill_after_s=rng.uniform(0.1, 0.5),
+            after_first_ack=True,
             stderr_path=tmp_path / f"probe-{n}.err",
         )
         pids.add(rnd.pid)

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -165,64 +164,6 @@ def test_batch_and_single_puts_write_identical_files(tmp_path: Path) -> None:
         singles.shutdown()
         batched.shutdown()
 
-
-@settings(max_examples=80, deadline=None)
-@given(msgs=messages, first_offset=st.integers(0, 2**40), sys_flag=st.sampled_from([0, 2, 8]))
-def test_encode_records_matches_encode_record(
-    msgs: list[tuple[bytes, dict[str, str], int, str | None, list[str]]],
-    first_offset: int,
-    sys_flag: int,
-) -> None:
-    encoder = pytest.importorskip("broker.store.encoder")
-    if not hasattr(encoder, "encode_records"):
-        pytest.skip("broker.store.encoder.encode_records is gone")
-    topic = b"Enc_Topic-1"
-    bodies = [b for b, *_ in msgs]
-    props = [encode_properties({**p, **({"TAGS": t} if t else {})}) for _, p, _, t, _ in msgs]
-    flags = np.array([f for _, _, f, _, _ in msgs], dtype=np.int64)
-    body_lens = np.array([len(b) for b in bodies], dtype=np.int64)
-    props_lens = np.array([len(p) for p in props], dtype=np.int64)
-    sizes = encoder.record_sizes(body_lens, props_lens, len(topic))
-    offsets = first_offset + np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    crcs = np.array([zlib.crc32(b) & 0x7FFFFFFF for b in bodies], dtype=np.int64)
-    born_host = encode_host("1.2.3.4", 5)
-    store_host = encode_host("5.6.7.8", 10911)
-    got = encoder.encode_records(
-        topic=topic,
-        queue_id=7,
-        first_queue_offset=1000,
-        physical_offsets=offsets,
-        sizes=sizes,
-        body_lens=body_lens,
-        props_lens=props_lens,
-        bodies=bodies,
-        properties=props,
-        crcs=crcs,
-        flags=flags,
-        sys_flag=sys_flag,
-        born_timestamp=BORN_TS,
-        born_host=born_host,
-        store_timestamp=BORN_TS + 1,
-        store_host=store_host,
-    )
-    want = b"".join(
-        encode_record(
-            topic=topic,
-            body=b,
-            properties=p,
-            queue_id=7,
-            queue_offset=1000 + i,
-            physical_offset=int(offsets[i]),
-            flag=int(flags[i]),
-            sys_flag=sys_flag,
-            born_timestamp=BORN_TS,
-            born_host=born_host,
-            store_timestamp=BORN_TS + 1,
-            store_host=store_host,
-        )
-        for i, (b, p) in enumerate(zip(bodies, props, strict=True))
-    )
-    assert bytes(got) == want
 
 
 @pytest.mark.parametrize("tag", ["TagA", "标签", "émoji-😀", "a" * 200])
