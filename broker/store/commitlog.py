@@ -10,6 +10,8 @@ split at record boundaries across as many segments as it needs.
 from __future__ import annotations
 
 import logging
+import struct
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,13 +30,15 @@ from connector.protocol.record import (
     MAX_TOPIC_BYTES,
     MESSAGE_MAGIC_CODE,
     encode_blank,
-    encode_record,
-    record_size,
 )
 
 __all__ = ["BatchAppend", "CommitLog", "RecordTooLarge"]
 
 log = logging.getLogger(__name__)
+
+
+# TOPICLEN i8 + topic + PROPLEN i16, one Struct per topic length
+_TOPIC_PROPLEN = [struct.Struct(f">b{n}sh") for n in range(MAX_TOPIC_BYTES + 1)]
 
 
 class RecordTooLarge(Exception):
@@ -57,6 +61,7 @@ class CommitLog:
         self.segment_size = config.mapped_file_size_commit_log
         self.store_host = store_host
         self.queue = MappedFileQueue(config.commit_log_dir, self.segment_size)
+        self._topic_bytes: dict[str, bytes] = {}
 
     # -- layout -----------------------------------------------------------------
 
@@ -87,40 +92,38 @@ class CommitLog:
     # -- appends ------------------------------------------------------------------
 
     def append(self, msg: MessageInner, *, queue_offset: int, store_timestamp: int) -> AppendResult:
-        topic = msg.topic.encode("utf-8")
-        if len(topic) > MAX_TOPIC_BYTES:
-            raise RecordTooLarge(f"topic of {len(topic)} bytes exceeds {MAX_TOPIC_BYTES}")
-        if len(msg.properties) > MAX_PROPERTIES_BYTES:
-            raise RecordTooLarge(
-                f"properties of {len(msg.properties)} bytes exceed {MAX_PROPERTIES_BYTES}"
-            )
-        size = record_size(len(msg.body), len(topic), len(msg.properties))
-        mf = self._segment_for(size)
-        offset = mf.file_from_offset + mf.wrote_position
-        mf.append(
-            encode_record(
-                topic=topic,
-                body=msg.body,
-                properties=msg.properties,
-                queue_id=msg.queue_id,
-                queue_offset=queue_offset,
-                physical_offset=offset,
-                flag=msg.flag,
-                sys_flag=msg.sys_flag,
-                born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host,
-                store_timestamp=store_timestamp,
-                store_host=self.store_host,
-                reconsume_times=msg.reconsume_times,
-            )
-        )
-        return AppendResult(
-            wrote_offset=offset,
-            wrote_bytes=size,
-            queue_offset=queue_offset,
-            msg_num=1,
-            store_timestamp=store_timestamp,
-        )
+        """Append one record (the single-message path: struct, no numpy)."""
+        topic = self._topic_bytes.get(msg.topic)
+        if topic is None:
+            topic = msg.topic.encode("utf-8")
+            if len(topic) > MAX_TOPIC_BYTES:
+                raise RecordTooLarge(f"topic of {len(topic)} bytes exceeds {MAX_TOPIC_BYTES}")
+            self._topic_bytes[msg.topic] = topic
+        body, props = msg.body, msg.properties
+        if len(props) > MAX_PROPERTIES_BYTES:
+            raise RecordTooLarge(f"properties of {len(props)} bytes exceed {MAX_PROPERTIES_BYTES}")
+        size = RECORD_FIXED + len(topic) + len(body) + len(props)
+        mf = self.queue.last()
+        if mf is None or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
+            mf = self._segment_for(size)
+        pos = mf.wrote_position
+        offset = mf.file_from_offset + pos
+        head = HEADER.pack(
+            size, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag,
+            queue_offset, offset, msg.sys_flag, msg.born_timestamp, msg.born_host,
+            store_timestamp, self.store_host, msg.reconsume_times, 0, len(body),
+        )  # fmt: skip
+        mid = _TOPIC_PROPLEN[len(topic)].pack(len(topic), topic, len(props))
+        buf = mf.buffer()
+        end = pos + 88
+        buf[pos:end] = head
+        buf[end : end + len(body)] = body
+        end += len(body)
+        buf[end : end + len(mid)] = mid
+        end += len(mid)
+        buf[end : end + len(props)] = props
+        mf.wrote_position = pos + size
+        return AppendResult(offset, size, queue_offset, 1, store_timestamp)
 
     def append_batch(
         self, batch: BatchInner, scanned: ScannedBatch, *, queue_offset: int, store_timestamp: int

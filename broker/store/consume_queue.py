@@ -101,6 +101,13 @@ class ConsumeQueue:
 
     def put(self, offset: int, commit_log_offset: int, size: int, tags_code: int) -> None:
         """Write one entry at logical ``offset`` (the next one, or an overwrite in recovery)."""
+        last = self.files.last()
+        if last is not None:
+            rel = last.wrote_position
+            if last.file_from_offset + rel == offset * CQ_ENTRY_SIZE and rel < last.file_size:
+                _ENTRY.pack_into(last.buffer(), rel, commit_log_offset, size, tags_code)
+                last.wrote_position = rel + CQ_ENTRY_SIZE
+                return
         self.put_entries(offset, _ENTRY.pack(commit_log_offset, size, tags_code))
 
     def put_entries(self, offset: int, data: bytes | memoryview | np.ndarray) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,41 +30,24 @@ __all__ = ["IndexService", "key_hashes"]
 
 log = logging.getLogger(__name__)
 _HEADER = struct.Struct(">qqqqii")
+_ENTRY = struct.Struct(">iqii")
+_I32 = struct.Struct(">i")
 HEADER_SIZE = 40
 _ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("offset", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
-_POW31_CACHE: dict[int, np.ndarray] = {}
 
 
 def key_hash(key: str) -> int:
-    """Java's ``String.hashCode`` over the key's UTF-8 bytes, masked to 31 bits."""
-    h = 0
-    for b in key.encode("utf-8"):
-        h = (31 * h + b) & 0xFFFFFFFF
-    return h & 0x7FFFFFFF
-
-
-def _pow31(length: int) -> np.ndarray:
-    cached = _POW31_CACHE.get(length)
-    if cached is None:
-        powers = [pow(31, length - 1 - i, 1 << 32) for i in range(length)]
-        _POW31_CACHE[length] = cached = np.array(powers, dtype=np.uint32)
-    return cached
+    """CRC-32 of the key's UTF-8 bytes (``topic#key``), masked to 31 bits."""
+    return zlib.crc32(key.encode("utf-8")) & 0x7FFFFFFF
 
 
 def key_hashes(keys: Sequence[str]) -> np.ndarray:
-    """``key_hash`` of every key, vectorised over keys of equal length."""
-    encoded = [k.encode("utf-8") for k in keys]
-    out = np.empty(len(encoded), dtype=np.uint32)
-    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    for length in np.unique(lens).tolist():
-        rows = np.flatnonzero(lens == length)
-        if length == 0:
-            out[rows] = 0
-            continue
-        group = encoded if rows.size == len(encoded) else [encoded[i] for i in rows.tolist()]
-        mat = np.frombuffer(b"".join(group), dtype=np.uint8).reshape(len(group), length)
-        out[rows] = (mat.astype(np.uint32) * _pow31(length)).sum(axis=1, dtype=np.uint32)
-    return (out & np.uint32(0x7FFFFFFF)).astype(np.int64)
+    """``key_hash`` of every key, as int64."""
+    crc = zlib.crc32
+    return (
+        np.fromiter((crc(k.encode("utf-8")) for k in keys), dtype=np.int64, count=len(keys))
+        & 0x7FFFFFFF
+    )
 
 
 class IndexFile:
@@ -154,6 +138,26 @@ class IndexFile:
         self.end_phys = max(self.end_phys, int(offsets.max()))
         self._write_header()
 
+    def put_one(self, h: int, offset: int, timestamp_ms: int) -> None:
+        """One entry, without numpy: the single-message path."""
+        if self.begin_ts == 0:
+            self.begin_ts = timestamp_ms
+        buf = self.file.buffer()
+        spos = HEADER_SIZE + (h % self.slot_num) * 4
+        (prev,) = _I32.unpack_from(buf, spos)
+        if prev <= 0 or prev >= self.index_count:
+            if prev == 0:
+                self.slot_count += 1
+            prev = 0
+        epos = HEADER_SIZE + self.slot_num * 4 + self.index_count * _ENTRY_DTYPE.itemsize
+        diff = max(0, (timestamp_ms - self.begin_ts) // 1000)
+        _ENTRY.pack_into(buf, epos, h, offset, diff, prev)
+        _I32.pack_into(buf, spos, self.index_count)
+        self.index_count += 1
+        self.end_ts = max(self.end_ts, timestamp_ms)
+        self.end_phys = max(self.end_phys, offset)
+        self._write_header()
+
     def lookup(self, h: int, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         if self.end_ts and (self.end_ts < begin_ms or self.begin_ts > end_ms):
             return []
@@ -215,6 +219,18 @@ class IndexService:
         else:
             hashes = key_hashes(names)
         self.put_hashes(hashes, np.asarray(offsets, dtype=np.int64), timestamp_ms)
+
+    def put_keys_at(self, topic: str, keys: Sequence[str], offset: int, timestamp_ms: int) -> None:
+        """Index every key of one record (the single-message path)."""
+        for key in keys:
+            current = self.files[-1] if self.files else None
+            if current is None or current.full:
+                start = offset if current is None else max(offset, current.begin_phys + 1)
+                current = IndexFile(
+                    self.directory / file_name(start), self.slot_num, self.index_num
+                )
+                self.files.append(current)
+            current.put_one(key_hash(f"{topic}#{key}"), offset, timestamp_ms)
 
     def put_hashes(self, hashes: np.ndarray, offsets: np.ndarray, timestamp_ms: int) -> None:
         """Index pre-computed key hashes (``key_hash`` of ``topic#key``) at ``offsets``."""

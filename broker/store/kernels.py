@@ -15,6 +15,7 @@ byte by byte (numba does not support non-native byte order).
 # mypy: disable-error-code="assignment,return-value"
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,6 @@ __all__ = [
     "BATCH_ERRORS",
     "encode_batch_records",
     "index_insert",
-    "java_hash_prefix",
     "scan_batch",
 ]
 
@@ -66,8 +66,9 @@ CRC_TABLE = _crc_table()
 
 
 @njit(cache=True, nogil=True)
-def _crc32(buf: Any, p: int, end: int, t: Any) -> int:  # pragma: no cover - compiled
-    c = 0xFFFFFFFF
+def _crc32(buf: Any, p: int, end: int, t: Any, crc: int) -> int:  # pragma: no cover - compiled
+    """zlib's ``crc32(buf[p:end], crc)``: continue a CRC-32 from its previous value."""
+    c = crc ^ 0xFFFFFFFF
     while p + 8 <= end:
         c ^= (
             np.int64(buf[p])
@@ -89,7 +90,7 @@ def _crc32(buf: Any, p: int, end: int, t: Any) -> int:  # pragma: no cover - com
     while p < end:
         c = t[0, (c ^ buf[p]) & 0xFF] ^ (c >> 8)
         p += 1
-    return (c ^ 0xFFFFFFFF) & 0x7FFFFFFF
+    return c ^ 0xFFFFFFFF
 
 
 @njit(cache=True, nogil=True)
@@ -167,15 +168,6 @@ def _java_hash_utf8(buf: Any, p: int, end: int, h: int) -> int:  # pragma: no co
 
 
 @njit(cache=True, nogil=True)
-def _key_hash(buf: Any, p: int, end: int, prefix: int) -> int:  # pragma: no cover - compiled
-    h = prefix
-    while p < end:
-        h = (31 * h + np.int64(buf[p])) & 0xFFFFFFFF
-        p += 1
-    return h & 0x7FFFFFFF
-
-
-@njit(cache=True, nogil=True)
 def _is_name(buf: Any, p: int, end: int, name: Any) -> bool:  # pragma: no cover - compiled
     if end - p != name.shape[0]:
         return False
@@ -200,6 +192,7 @@ def _scan_properties(
     key_hashes: Any,
     key_msgs: Any,
     nkeys: int,
+    crc_table: Any,
     tags_name: Any,
     keys_name: Any,
     uniq_name: Any,
@@ -220,7 +213,7 @@ def _scan_properties(
             tags_code = code - (1 << 32) if code & 0x80000000 else code
         elif _is_name(buf, p, name_end, uniq_name):
             if value_end > value:
-                key_hashes[nkeys] = _key_hash(buf, value, value_end, prefix)
+                key_hashes[nkeys] = _crc32(buf, value, value_end, crc_table, prefix) & 0x7FFFFFFF
                 key_msgs[nkeys] = msg
                 nkeys += 1
         elif _is_name(buf, p, name_end, keys_name):
@@ -232,7 +225,7 @@ def _scan_properties(
                 while kend < value_end and buf[kend] != 32:
                     kend += 1
                 if kend > k:
-                    key_hashes[nkeys] = _key_hash(buf, k, kend, prefix)
+                    key_hashes[nkeys] = _crc32(buf, k, kend, crc_table, prefix) & 0x7FFFFFFF
                     key_msgs[nkeys] = msg
                     nkeys += 1
                 k = kend
@@ -286,7 +279,7 @@ def _scan_batch(
         props_len = (np.int64(buf[body_end]) << 8) | np.int64(buf[body_end + 1])
         if props_len & 0x8000 or body_end + 2 + props_len != pos + total:
             return 7, n, nkeys
-        crc = _crc32(buf, pos + ENTRY_HEAD, body_end, crc_table)
+        crc = _crc32(buf, pos + ENTRY_HEAD, body_end, crc_table, 0) & 0x7FFFFFFF
         if crc != _get_i32(buf, pos + 8):
             return 8, n, nkeys
         starts[n] = pos
@@ -303,6 +296,7 @@ def _scan_batch(
             key_hashes,
             key_msgs,
             nkeys,
+            crc_table,
             tags_name,
             keys_name,
             uniq_name,
@@ -310,14 +304,6 @@ def _scan_batch(
         n += 1
         pos += total
     return 0, n, nkeys
-
-
-def java_hash_prefix(text: str) -> int:
-    """Java-style hash state after the UTF-8 bytes of ``text`` (e.g. ``"topic#"``)."""
-    h = 0
-    for b in text.encode("utf-8"):
-        h = (31 * h + b) & 0xFFFFFFFF
-    return h
 
 
 class ScannedBatch:
@@ -370,7 +356,7 @@ def scan_batch(
         buf,
         max_message_size,
         max_count,
-        java_hash_prefix(f"{topic}#"),
+        zlib.crc32(f"{topic}#".encode()),
         CRC_TABLE,
         cols["starts"],
         cols["body_lens"],

@@ -286,12 +286,7 @@ class MessageStore:
                 ), None
             cq.put(queue_offset, res.wrote_offset, res.wrote_bytes, msg.tags_code)
             if msg.keys and self.config.message_index_enable:
-                self.index.put(
-                    msg.topic,
-                    msg.keys,
-                    np.full(len(msg.keys), res.wrote_offset, dtype=np.int64),
-                    ts,
-                )
+                self.index.put_keys_at(msg.topic, msg.keys, res.wrote_offset, ts)
             self.dispatched_offset = res.end_offset
         return self._after_append(msg.topic, msg.queue_id, res)
 

@@ -231,6 +231,17 @@ def scan_commit_log(store: MessageStore) -> int:
     return records
 
 
+def describe_index_lookup(store: MessageStore, key: str) -> str:
+    """What the index holds for ``key`` and what those offsets decode to (failure text)."""
+    hits = store.index.lookup(TOPIC, key, 8, 0, 1 << 62)
+    decoded = {}
+    for phys in hits:
+        msg = store.look_message_by_offset(phys)
+        decoded[phys] = None if msg is None else (msg.topic, msg.keys, msg.commit_log_offset)
+    files = [(f.file.path.name, f.index_count, f.begin_ts, f.end_ts) for f in store.index.files]
+    return f"index hits {decoded}, log end {store.commit_log.max_offset()}, index files {files}"
+
+
 def verify_store(
     store_dir: Path, acked: dict[tuple[int, int], Ack], pids: set[int]
 ) -> RecoveryReport:
@@ -298,7 +309,10 @@ def verify_store(
         rng = random.Random(total)
         for key in rng.sample(sorted(stored), min(200, len(stored))):
             found = store.query_message(TOPIC, key, max_num=4)
-            assert [(m.queue_id, m.queue_offset) for m in found] == [stored[key][:2]], key
+            assert [(m.queue_id, m.queue_offset) for m in found] == [stored[key][:2]], (
+                key,
+                describe_index_lookup(store, key),
+            )
     finally:
         store.shutdown()
     return report

@@ -165,7 +165,6 @@ def test_batch_and_single_puts_write_identical_files(tmp_path: Path) -> None:
         batched.shutdown()
 
 
-
 @pytest.mark.parametrize("tag", ["TagA", "标签", "émoji-😀", "a" * 200])
 def test_batch_tags_codes_match_single_puts(make_store: StoreFactory, tag: str) -> None:
     store = make_store()
