@@ -38,6 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from broker.store.aio import FlushWaiter  # noqa: E402
 from broker.store.config import FlushDiskType, StoreConfig  # noqa: E402
 from broker.store.inner import BatchInner, MessageInner  # noqa: E402
 from broker.store.store import MessageStore  # noqa: E402
@@ -212,17 +213,20 @@ def _thread_writer(
             errors.append(res)
 
 
-async def _async_writer(store: MessageStore, msgs: list[MessageInner], errors: list[Any]) -> None:
+async def _async_writer(
+    store: MessageStore, waiter: FlushWaiter, msgs: list[MessageInner], errors: list[Any]
+) -> None:
     for m in msgs:
         res, flushed = store.put_message_nowait(m)
-        if flushed is None or not await asyncio.wrap_future(flushed):
+        if flushed is None or not await waiter.wait(flushed):
             errors.append(res)
 
 
 async def _run_async_writers(
     store: MessageStore, batches: list[list[MessageInner]], errors: list[Any]
 ) -> None:
-    await asyncio.gather(*(_async_writer(store, msgs, errors) for msgs in batches))
+    waiter = FlushWaiter()
+    await asyncio.gather(*(_async_writer(store, waiter, msgs, errors) for msgs in batches))
 
 
 def bench_sync(base: Path, runs: int, writers: int, per_writer: int, mode: str) -> dict[str, float]:

@@ -11,8 +11,10 @@ from concurrent.futures import Future
 from conftest import TOPIC, StoreFactory, inner, put, put_batch, segment_files, wait_for
 
 from broker.store.config import FlushDiskType
+from broker.store.inner import MessageInner
 from broker.store.mapped_file import PAGE_SIZE
 from broker.store.results import PutMessageStatus
+from connector.protocol.message import Message
 
 SYNC = FlushDiskType.SYNC_FLUSH
 ASYNC = FlushDiskType.ASYNC_FLUSH
@@ -149,3 +151,35 @@ def test_shutdown_flushes_and_writes_clean_checkpoint(make_store: StoreFactory) 
     assert cp.clean_shutdown
     assert cp.physic_offset == cp.logic_offset == res.append.end_offset
     assert cp.queue_offsets == {TOPIC: {"0": 1}}
+
+
+def test_asyncio_waiters_share_one_future_per_group(make_store: StoreFactory) -> None:
+    import asyncio
+
+    from broker.store.aio import FlushWaiter
+
+    store = make_store(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    msg = MessageInner.from_message(Message(topic=TOPIC, body=b"a" * 64), queue_id=0,
+                                    born_timestamp=1)  # fmt: skip
+
+    async def writer(waiter: FlushWaiter, n: int) -> list[bool]:
+        out = []
+        for _ in range(n):
+            res, flushed = store.put_message_nowait(msg)
+            assert res.status is PutMessageStatus.PUT_OK and flushed is not None
+            out.append(await waiter.wait(flushed))
+        return out
+
+    async def main() -> list[list[bool]]:
+        waiter = FlushWaiter()
+        results = await asyncio.gather(*(writer(waiter, 20) for _ in range(32)))
+        assert waiter._shared == {}  # every group's wrapper was released
+        return results
+
+    results = asyncio.run(main())
+    assert all(all(r) for r in results)
+    gc = store._group_commit
+    assert gc is not None and gc.requests_served == 640
+    assert gc.groups < gc.requests_served
+    assert store.get_max_offset_in_queue(TOPIC, 0) == 640
+    assert store.commit_log.flushed_offset() >= store.commit_log.max_offset()
