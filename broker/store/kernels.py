@@ -464,3 +464,23 @@ def index_insert(
         _put_i32(buf, spos, count)
         count += 1
     return count, slot_count
+
+
+@njit(cache=True, nogil=True)
+def check_records(
+    data: Any, starts: Any, sizes: Any, body_starts: Any, body_ends: Any
+) -> int:  # pragma: no cover - compiled
+    """Check each record's TOTALSIZE and magic and find its body; -1 or the first bad index."""
+    for j in range(starts.shape[0]):
+        p = starts[j]
+        size = sizes[j]
+        if p + size > data.shape[0] or _get_i32(data, p) != size:
+            return j
+        if _get_u32(data, p + 4) != MESSAGE_MAGIC:
+            return j
+        blen = _get_i32(data, p + 84)
+        if blen < 0 or 88 + blen + 3 > size:
+            return j
+        body_starts[j] = p + 88
+        body_ends[j] = p + 88 + blen
+    return -1

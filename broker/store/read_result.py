@@ -13,25 +13,24 @@ import numpy as np
 
 from broker.store.results import GetMessageStatus
 from connector.protocol.message import MessageExt
-from connector.protocol.record import HEADER_SIZE, decode_record
+from connector.protocol.record import decode_record
 
 __all__ = ["GetMessageResult", "RecordRun"]
-
-_BE_I32 = np.dtype(">i4")
 
 
 @dataclass(slots=True)
 class RecordRun:
-    """Adjacent records: ``data[starts[i] : starts[i] + sizes[i]]`` is record i."""
+    """Adjacent records: ``data[starts[i] : starts[i] + sizes[i]]`` is record i.
+
+    ``body_starts`` / ``body_ends`` locate each body inside ``data`` (found
+    while the run was checked).
+    """
 
     data: bytes
     starts: np.ndarray
     sizes: np.ndarray
-
-    def field_i32(self, at: int) -> np.ndarray:
-        raw = np.frombuffer(self.data, dtype=np.uint8)
-        idx = self.starts[:, None] + np.arange(at, at + 4)
-        return raw[idx].copy().view(_BE_I32).reshape(-1).astype(np.int64)
+    body_starts: np.ndarray
+    body_ends: np.ndarray
 
 
 @dataclass(slots=True)
@@ -67,11 +66,8 @@ class GetMessageResult:
         out: list[bytes] = []
         for run in self.runs:
             data = run.data
-            lens = run.field_i32(HEADER_SIZE - 4).tolist()
-            out += [
-                data[s : s + n]
-                for s, n in zip((run.starts + HEADER_SIZE).tolist(), lens, strict=True)
-            ]
+            ends = run.body_ends.tolist()
+            out += [data[s:e] for s, e in zip(run.body_starts.tolist(), ends, strict=True)]
         return out
 
     def messages(self, *, check_crc: bool = True) -> list[MessageExt]:

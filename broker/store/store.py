@@ -28,7 +28,7 @@ from broker.store.consume_queue import ConsumeQueue
 from broker.store.flush import FlushRealTimeService, GroupCommitService, PeriodicService
 from broker.store.index import IndexService
 from broker.store.inner import BatchInner, MessageInner
-from broker.store.kernels import scan_batch
+from broker.store.kernels import check_records, scan_batch
 from broker.store.read_result import GetMessageResult, RecordRun
 from broker.store.recovery import recover
 from broker.store.results import (
@@ -46,7 +46,6 @@ from connector.protocol.names import validate_topic
 from connector.protocol.record import (
     BLANK_MAGIC_CODE,
     HEADER_SIZE,
-    MESSAGE_MAGIC_CODE,
     OFF_STORETIMESTAMP,
     decode_record,
 )
@@ -449,15 +448,19 @@ class MessageStore:
             data = self.commit_log.read(start, end - start)
             if data is None:
                 return None
-            run = RecordRun(data=data, starts=offsets[a:b] - start, sizes=sizes[a:b])
-            if not (
-                np.array_equal(run.field_i32(0), run.sizes)
-                and (run.field_i32(4) & 0xFFFFFFFF == MESSAGE_MAGIC_CODE).all()
-            ):
+            starts = offsets[a:b] - start
+            run_sizes = sizes[a:b]
+            body_starts = np.empty(b - a, dtype=np.int64)
+            body_ends = np.empty(b - a, dtype=np.int64)
+            bad = check_records(np.frombuffer(data, dtype=np.uint8), starts, run_sizes,
+                                body_starts, body_ends)  # fmt: skip
+            if bad >= 0:
                 raise CorruptRecordError(
-                    f"ConsumeQueue entry points at a damaged record near CommitLog offset {start}",
-                    position=start,
+                    "ConsumeQueue entry points at a damaged record at CommitLog offset "
+                    f"{int(offsets[a + bad])}",
+                    position=int(offsets[a + bad]),
                 )
+            run = RecordRun(data, starts, run_sizes, body_starts, body_ends)
             runs.append(run)
         return runs
 
