@@ -22,7 +22,6 @@ from broker.store.inner import BatchInner, MessageInner
 from broker.store.kernels import RECORD_FIXED, ScannedBatch, encode_batch_records
 from broker.store.mapped_file import MappedFile, MappedFileQueue
 from broker.store.results import AppendResult
-from connector.errors import StoreError
 from connector.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
     HEADER,
@@ -137,6 +136,7 @@ class CommitLog:
         if n and int(sizes.max()) + END_FILE_MIN_BLANK_LENGTH > self.segment_size:
             raise RecordTooLarge(f"a record cannot fit a {self.segment_size}-byte segment")
         ends = np.cumsum(sizes)
+        rel = np.empty(n, dtype=np.int64)  # each record's position in its chunk
         offsets = np.empty(n, dtype=np.int64)
         out_sizes = np.empty(n, dtype=np.int64)
         cq_entries = np.empty(n * CQ_ENTRY_SIZE, dtype=np.uint8)
@@ -174,29 +174,15 @@ class CommitLog:
             pos = mf.wrote_position
             base = mf.file_from_offset + pos
             length = int(ends[k - 1]) - before
+            rel[i:k] = ends[i:k] - sizes[i:k] - before
             dst = np.frombuffer(mf.buffer(), dtype=np.uint8, count=length, offset=pos)
-            written = encode_batch_records(
-                scanned.data,
-                scanned.starts,
-                scanned.body_lens,
-                scanned.props_lens,
-                scanned.flags,
-                scanned.crcs,
-                scanned.tags_codes,
-                i,
-                k - i,
-                dst,
-                template,
-                topic,
-                queue_offset + i,
-                base,
-                offsets,
-                out_sizes,
+            encode_batch_records(
+                scanned.data, scanned.starts, scanned.body_lens, scanned.props_lens,
+                scanned.flags, scanned.crcs, scanned.tags_codes, i, k - i, rel, dst,
+                template, topic, queue_offset + i, base, offsets, out_sizes,
                 cq_entries[i * CQ_ENTRY_SIZE : k * CQ_ENTRY_SIZE],
-            )
+            )  # fmt: skip
             del dst
-            if written != length:
-                raise StoreError(f"batch encoder wrote {written} bytes, expected {length}")
             mf.wrote_position = pos + length
             if first_offset < 0:
                 first_offset = base

@@ -65,7 +65,7 @@ def _crc_table() -> np.ndarray:
 CRC_TABLE = _crc_table()
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _crc32(buf: Any, p: int, end: int, t: Any, crc: int) -> int:  # pragma: no cover - compiled
     """zlib's ``crc32(buf[p:end], crc)``: continue a CRC-32 from its previous value."""
     c = crc ^ 0xFFFFFFFF
@@ -93,7 +93,7 @@ def _crc32(buf: Any, p: int, end: int, t: Any, crc: int) -> int:  # pragma: no c
     return c ^ 0xFFFFFFFF
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _get_u32(buf: Any, p: int) -> int:  # pragma: no cover - compiled
     return (
         (np.int64(buf[p]) << 24)
@@ -103,13 +103,13 @@ def _get_u32(buf: Any, p: int) -> int:  # pragma: no cover - compiled
     )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _get_i32(buf: Any, p: int) -> int:  # pragma: no cover - compiled
     v = _get_u32(buf, p)
     return v - (1 << 32) if v & 0x80000000 else v
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _put_i32(buf: Any, p: int, v: int) -> None:  # pragma: no cover - compiled
     buf[p] = (v >> 24) & 0xFF
     buf[p + 1] = (v >> 16) & 0xFF
@@ -117,13 +117,13 @@ def _put_i32(buf: Any, p: int, v: int) -> None:  # pragma: no cover - compiled
     buf[p + 3] = v & 0xFF
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _put_i64(buf: Any, p: int, v: int) -> None:  # pragma: no cover - compiled
     for k in range(8):
         buf[p + k] = (v >> (56 - 8 * k)) & 0xFF
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _java_hash_utf8(buf: Any, p: int, end: int, h: int) -> int:  # pragma: no cover - compiled
     """Continue Java's String.hashCode over UTF-8 bytes as UTF-16 code units."""
     while p < end:
@@ -168,78 +168,12 @@ def _java_hash_utf8(buf: Any, p: int, end: int, h: int) -> int:  # pragma: no co
 
 
 @njit(cache=True, nogil=True)
-def _is_name(buf: Any, p: int, end: int, name: Any) -> bool:  # pragma: no cover - compiled
-    if end - p != name.shape[0]:
-        return False
-    for k in range(name.shape[0]):
-        if buf[p + k] != name[k]:
-            return False
-    return True
-
-
-_TAGS = np.frombuffer(b"TAGS", dtype=np.uint8).copy()
-_KEYS = np.frombuffer(b"KEYS", dtype=np.uint8).copy()
-_UNIQ = np.frombuffer(b"UNIQ_KEY", dtype=np.uint8).copy()
-
-
-@njit(cache=True, nogil=True)
-def _scan_properties(
-    buf: Any,
-    p: int,
-    end: int,
-    prefix: int,
-    msg: int,
-    key_hashes: Any,
-    key_msgs: Any,
-    nkeys: int,
-    crc_table: Any,
-    tags_name: Any,
-    keys_name: Any,
-    uniq_name: Any,
-) -> tuple[int, int]:  # pragma: no cover - compiled
-    tags_code = 0
-    while p < end:
-        name_end = p
-        while name_end < end and buf[name_end] != 1:
-            name_end += 1
-        if name_end >= end:
-            break
-        value = name_end + 1
-        value_end = value
-        while value_end < end and buf[value_end] != 2:
-            value_end += 1
-        if _is_name(buf, p, name_end, tags_name):
-            code = _java_hash_utf8(buf, value, value_end, 0)
-            tags_code = code - (1 << 32) if code & 0x80000000 else code
-        elif _is_name(buf, p, name_end, uniq_name):
-            if value_end > value:
-                key_hashes[nkeys] = _crc32(buf, value, value_end, crc_table, prefix) & 0x7FFFFFFF
-                key_msgs[nkeys] = msg
-                nkeys += 1
-        elif _is_name(buf, p, name_end, keys_name):
-            k = value
-            while k < value_end:
-                while k < value_end and buf[k] == 32:
-                    k += 1
-                kend = k
-                while kend < value_end and buf[kend] != 32:
-                    kend += 1
-                if kend > k:
-                    key_hashes[nkeys] = _crc32(buf, k, kend, crc_table, prefix) & 0x7FFFFFFF
-                    key_msgs[nkeys] = msg
-                    nkeys += 1
-                k = kend
-        p = value_end + 1
-    return tags_code, nkeys
-
-
-@njit(cache=True, nogil=True)
 def _scan_batch(
     buf: Any,
     max_body: int,
     max_count: int,
     prefix: int,
-    crc_table: Any,
+    t: Any,
     starts: Any,
     body_lens: Any,
     props_lens: Any,
@@ -248,10 +182,13 @@ def _scan_batch(
     tags_codes: Any,
     key_hashes: Any,
     key_msgs: Any,
-    tags_name: Any,
-    keys_name: Any,
-    uniq_name: Any,
 ) -> tuple[int, int, int]:  # pragma: no cover - compiled
+    """Walk and check every entry; collect CRCs, TAGS hashes and KEYS / UNIQ_KEY hashes.
+
+    One flat loop on purpose: numba helpers that take arrays pay reference
+    counting on every call, which dominated this loop when it had them.
+    Returns (status, entries, keys); status 0 is success, else a BATCH_ERRORS key.
+    """
     end = buf.shape[0]
     if end == 0:
         return 10, 0, 0
@@ -279,7 +216,7 @@ def _scan_batch(
         props_len = (np.int64(buf[body_end]) << 8) | np.int64(buf[body_end + 1])
         if props_len & 0x8000 or body_end + 2 + props_len != pos + total:
             return 7, n, nkeys
-        crc = _crc32(buf, pos + ENTRY_HEAD, body_end, crc_table, 0) & 0x7FFFFFFF
+        crc = _crc32(buf, pos + ENTRY_HEAD, body_end, t, 0) & 0x7FFFFFFF
         if crc != _get_i32(buf, pos + 8):
             return 8, n, nkeys
         starts[n] = pos
@@ -287,20 +224,65 @@ def _scan_batch(
         props_lens[n] = props_len
         flags[n] = _get_i32(buf, pos + 12)
         crcs[n] = crc
-        tags_codes[n], nkeys = _scan_properties(
-            buf,
-            body_end + 2,
-            pos + total,
-            prefix,
-            n,
-            key_hashes,
-            key_msgs,
-            nkeys,
-            crc_table,
-            tags_name,
-            keys_name,
-            uniq_name,
-        )
+        tags_code = 0
+        p = body_end + 2
+        pend = pos + total
+        while p < pend:  # name \x01 value \x02 ...
+            name_end = p
+            while name_end < pend and buf[name_end] != 1:
+                name_end += 1
+            if name_end >= pend:
+                break
+            value = name_end + 1
+            value_end = value
+            while value_end < pend and buf[value_end] != 2:
+                value_end += 1
+            nlen = name_end - p
+            if (
+                nlen == 4
+                and buf[p] == 84
+                and buf[p + 1] == 65
+                and buf[p + 2] == 71
+                and buf[p + 3] == 83
+            ):  # TAGS
+                code = _java_hash_utf8(buf, value, value_end, 0)
+                tags_code = code - (1 << 32) if code & 0x80000000 else code
+            elif (
+                nlen == 8
+                and buf[p] == 85
+                and buf[p + 1] == 78
+                and buf[p + 2] == 73
+                and buf[p + 3] == 81
+                and buf[p + 4] == 95
+                and buf[p + 5] == 75
+                and buf[p + 6] == 69
+                and buf[p + 7] == 89
+            ):  # UNIQ_KEY
+                if value_end > value:
+                    key_hashes[nkeys] = _crc32(buf, value, value_end, t, prefix) & 0x7FFFFFFF
+                    key_msgs[nkeys] = n
+                    nkeys += 1
+            elif (
+                nlen == 4
+                and buf[p] == 75
+                and buf[p + 1] == 69
+                and buf[p + 2] == 89
+                and buf[p + 3] == 83
+            ):  # KEYS, space separated
+                k = value
+                while k < value_end:
+                    while k < value_end and buf[k] == 32:
+                        k += 1
+                    kend = k
+                    while kend < value_end and buf[kend] != 32:
+                        kend += 1
+                    if kend > k:
+                        key_hashes[nkeys] = _crc32(buf, k, kend, t, prefix) & 0x7FFFFFFF
+                        key_msgs[nkeys] = n
+                        nkeys += 1
+                    k = kend
+            p = value_end + 1
+        tags_codes[n] = tags_code
         n += 1
         pos += total
     return 0, n, nkeys
@@ -323,18 +305,28 @@ class ScannedBatch:
     )
 
     def __init__(
-        self, data: np.ndarray, count: int, nkeys: int, cols: dict[str, np.ndarray]
+        self,
+        data: np.ndarray,
+        count: int,
+        starts: np.ndarray,
+        body_lens: np.ndarray,
+        props_lens: np.ndarray,
+        flags: np.ndarray,
+        crcs: np.ndarray,
+        tags_codes: np.ndarray,
+        key_hashes: np.ndarray,
+        key_msgs: np.ndarray,
     ) -> None:
         self.data = data
         self.count = count
-        self.starts = cols["starts"][:count]
-        self.body_lens = cols["body_lens"][:count]
-        self.props_lens = cols["props_lens"][:count]
-        self.flags = cols["flags"][:count]
-        self.crcs = cols["crcs"][:count]
-        self.tags_codes = cols["tags_codes"][:count]
-        self.key_hashes = cols["key_hashes"][:nkeys]
-        self.key_msgs = cols["key_msgs"][:nkeys]
+        self.starts = starts[:count]
+        self.body_lens = body_lens[:count]
+        self.props_lens = props_lens[:count]
+        self.flags = flags[:count]
+        self.crcs = crcs[:count]
+        self.tags_codes = tags_codes[:count]
+        self.key_hashes = key_hashes
+        self.key_msgs = key_msgs
 
 
 def scan_batch(
@@ -348,31 +340,19 @@ def scan_batch(
     cap = buf.shape[0] // (ENTRY_OVERHEAD + 1) + 1
     key_cap = buf.shape[0] // 2 + 1
     block = np.empty(6 * cap + 2 * key_cap, dtype=np.int64)
-    names = ("starts", "body_lens", "props_lens", "flags", "crcs", "tags_codes")
-    cols = {name: block[i * cap : (i + 1) * cap] for i, name in enumerate(names)}
-    cols["key_hashes"] = block[6 * cap : 6 * cap + key_cap]
-    cols["key_msgs"] = block[6 * cap + key_cap :]
-    status, n, nkeys = _scan_batch(
-        buf,
-        max_message_size,
-        max_count,
-        zlib.crc32(f"{topic}#".encode()),
-        CRC_TABLE,
-        cols["starts"],
-        cols["body_lens"],
-        cols["props_lens"],
-        cols["flags"],
-        cols["crcs"],
-        cols["tags_codes"],
-        cols["key_hashes"],
-        cols["key_msgs"],
-        _TAGS,
-        _KEYS,
-        _UNIQ,
+    starts, body_lens, props_lens, flags, crcs, tags_codes = (
+        block[i * cap : (i + 1) * cap] for i in range(6)
     )
+    key_hashes = block[6 * cap : 6 * cap + key_cap]
+    key_msgs = block[6 * cap + key_cap :]
+    status, n, nkeys = _scan_batch(
+        buf, max_message_size, max_count, zlib.crc32(f"{topic}#".encode()), CRC_TABLE,
+        starts, body_lens, props_lens, flags, crcs, tags_codes, key_hashes, key_msgs,
+    )  # fmt: skip
     if status:
         return None, BATCH_ERRORS[status].format(index=n)
-    return ScannedBatch(buf, n, nkeys, cols), ""
+    return ScannedBatch(buf, n, starts, body_lens, props_lens, flags, crcs, tags_codes,
+                        key_hashes[:nkeys], key_msgs[:nkeys]), ""  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
@@ -386,6 +366,7 @@ def encode_batch_records(
     tags_codes: Any,
     first: int,
     count: int,
+    rel: Any,
     dst: Any,
     template: Any,
     topic: Any,
@@ -394,27 +375,29 @@ def encode_batch_records(
     out_offsets: Any,
     out_sizes: Any,
     cq_out: Any,
-) -> int:  # pragma: no cover - compiled
+) -> None:  # pragma: no cover - compiled
     """Write records ``first .. first+count`` of a scanned batch into ``dst``.
 
-    ``template`` is an 88-byte record header with the fields shared by the
-    batch filled in (magic, queue id, sys flag, born/store time and hosts);
-    each record patches its own size, CRC, flag, offsets and body length.
-    ``cq_out`` receives the records' ConsumeQueue entries (20 bytes each).
-    Returns the number of bytes written to ``dst``.
+    ``rel[j]`` is record j's position in ``dst``. ``template`` is an 88-byte
+    record header with the fields shared by the batch filled in (magic, queue
+    id, sys flag, born/store time and hosts); each record patches its own
+    size, CRC, flag, offsets and body length. ``cq_out`` receives the
+    records' ConsumeQueue entries (20 bytes each).
     """
     tlen = topic.shape[0]
-    p = 0
-    for j in range(first, first + count):
+    for i in range(count):
+        j = first + i
+        p = rel[j]
         blen = body_lens[j]
         plen = props_lens[j]
         size = RECORD_FIXED + tlen + blen + plen
+        phys = phys_base + p
         dst[p : p + 88] = template
         _put_i32(dst, p, size)
         _put_i32(dst, p + 8, crcs[j])
         _put_i32(dst, p + 16, flags[j])
-        _put_i64(dst, p + 20, first_queue_offset + j - first)
-        _put_i64(dst, p + 28, phys_base + p)
+        _put_i64(dst, p + 20, first_queue_offset + i)
+        _put_i64(dst, p + 28, phys)
         _put_i32(dst, p + 84, blen)
         s = starts[j] + ENTRY_HEAD
         dst[p + 88 : p + 88 + blen] = src[s : s + blen]
@@ -422,18 +405,14 @@ def encode_batch_records(
         dst[q] = tlen
         dst[q + 1 : q + 1 + tlen] = topic
         q += 1 + tlen
-        dst[q] = (plen >> 8) & 0xFF
-        dst[q + 1] = plen & 0xFF
-        s += blen + 2
-        dst[q + 2 : q + 2 + plen] = src[s : s + plen]
-        c = (j - first) * 20
-        _put_i64(cq_out, c, phys_base + p)
+        s += blen  # PROPLEN and properties are the same bytes in both layouts
+        dst[q : q + 2 + plen] = src[s : s + 2 + plen]
+        c = i * 20
+        _put_i64(cq_out, c, phys)
         _put_i32(cq_out, c + 8, size)
         _put_i64(cq_out, c + 12, tags_codes[j])
-        out_offsets[j] = phys_base + p
+        out_offsets[j] = phys
         out_sizes[j] = size
-        p += size
-    return p
 
 
 @njit(cache=True, nogil=True)

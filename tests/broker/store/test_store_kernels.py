@@ -79,9 +79,12 @@ def test_scan_and_encode_match_the_reference_codec(
     dst = np.zeros(sum(150 + len(b) + len(p) for b, _, p in wire), dtype=np.uint8)
     offsets, sizes = np.empty(n, np.int64), np.empty(n, np.int64)
     cq = np.empty(n * 20, np.uint8)
-    written = encode_batch_records(
+    sizes_in = scanned.body_lens + scanned.props_lens + 91 + len(topic)
+    rel = np.concatenate(([0], np.cumsum(sizes_in)[:-1])).astype(np.int64)
+    written = int(sizes_in.sum())
+    encode_batch_records(
         scanned.data, scanned.starts, scanned.body_lens, scanned.props_lens, scanned.flags,
-        scanned.crcs, scanned.tags_codes, 0, n, dst, template, topic, 1000, first,
+        scanned.crcs, scanned.tags_codes, 0, n, rel, dst, template, topic, 1000, first,
         offsets, sizes, cq,
     )  # fmt: skip
     want = []
