@@ -118,13 +118,15 @@ class IndexFile:
             ),
         )
 
-    def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamp_ms: int) -> None:
-        """Add entries (at most ``room()``) for records stored at ``timestamp_ms``."""
+    def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamps_ms: int | np.ndarray) -> None:
+        """Add entries (at most ``room()``) for records stored at ``timestamps_ms``."""
         if len(hashes) == 0:
             return
+        ts = np.broadcast_to(np.asarray(timestamps_ms, dtype=np.int64), (len(hashes),))
+        newest = int(ts.max())
         if self.begin_ts == 0:
-            self.begin_ts = timestamp_ms
-        time_diff = max(0, (timestamp_ms - self.begin_ts) // 1000)
+            self.begin_ts = int(ts.min())
+        diffs = np.maximum(0, (ts - self.begin_ts) // 1000)
         self.index_count, self.slot_count = index_insert(
             self._raw,
             self.slot_num,
@@ -132,9 +134,9 @@ class IndexFile:
             self.slot_count,
             np.ascontiguousarray(hashes, dtype=np.int64),
             np.ascontiguousarray(offsets, dtype=np.int64),
-            time_diff,
+            np.ascontiguousarray(diffs, dtype=np.int64),
         )
-        self.end_ts = max(self.end_ts, timestamp_ms)
+        self.end_ts = max(self.end_ts, newest)
         self.end_phys = max(self.end_phys, int(offsets.max()))
         self._write_header()
 
@@ -232,8 +234,14 @@ class IndexService:
                 self.files.append(current)
             current.put_one(key_hash(f"{topic}#{key}"), offset, timestamp_ms)
 
-    def put_hashes(self, hashes: np.ndarray, offsets: np.ndarray, timestamp_ms: int) -> None:
-        """Index pre-computed key hashes (``key_hash`` of ``topic#key``) at ``offsets``."""
+    def put_hashes(
+        self, hashes: np.ndarray, offsets: np.ndarray, timestamps_ms: int | np.ndarray
+    ) -> None:
+        """Index pre-computed key hashes (``key_hash`` of ``topic#key``) at ``offsets``.
+
+        ``timestamps_ms`` is one store time for all, or one per hash.
+        """
+        ts = np.broadcast_to(np.asarray(timestamps_ms, dtype=np.int64), (len(hashes),))
         done = 0
         while done < len(hashes):
             current = self.files[-1] if self.files else None
@@ -247,7 +255,9 @@ class IndexService:
                 )
                 self.files.append(current)
             take = min(current.room(), len(hashes) - done)
-            current.put(hashes[done : done + take], offsets[done : done + take], timestamp_ms)
+            current.put(
+                hashes[done : done + take], offsets[done : done + take], ts[done : done + take]
+            )
             done += take
 
     def lookup(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:

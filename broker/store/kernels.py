@@ -12,7 +12,7 @@ byte by byte (numba does not support non-native byte order).
 """
 
 # numba needs explicit np.int64 casts that mypy types apart from int; the twins are typed
-# mypy: disable-error-code="assignment,return-value"
+# mypy: disable-error-code="assignment,return-value,arg-type"
 from __future__ import annotations
 
 import zlib
@@ -423,7 +423,7 @@ def index_insert(
     slot_count: int,
     hashes: Any,
     offsets: Any,
-    time_diff: int,
+    time_diffs: Any,
 ) -> tuple[int, int]:  # pragma: no cover - compiled
     """Append index entries and thread them onto their buckets; returns (count, slots used)."""
     entries_at = 40 + slot_num * 4
@@ -438,7 +438,7 @@ def index_insert(
         e = entries_at + count * 20
         _put_i32(buf, e, h)
         _put_i64(buf, e + 4, offsets[j])
-        _put_i32(buf, e + 12, time_diff)
+        _put_i32(buf, e + 12, time_diffs[j])
         _put_i32(buf, e + 16, prev)
         _put_i32(buf, spos, count)
         count += 1
@@ -463,3 +463,181 @@ def check_records(
         body_starts[j] = p + 88
         body_ends[j] = p + 88 + blen
     return -1
+
+
+LOG_CHUNK_FULL = 0  # stopped after max_records: call again from the returned position
+LOG_SEGMENT_END = 1  # a BLANK record, or exactly the end of the segment
+LOG_END_OF_DATA = 2  # zeros where the next record would start
+LOG_ERRORS = {
+    3: "no room for a record header",
+    4: "bad magic code",
+    5: "record size out of range",
+    6: "PHYSICALOFFSET is not the record's position",
+    7: "body length out of range",
+    8: "topic length out of range",
+    9: "lengths do not add up to TOTALSIZE",
+    10: "body CRC mismatch",
+    11: "BLANK record does not fill the rest of the segment",
+}
+
+
+@njit(cache=True, nogil=True)
+def _scan_props(
+    buf: Any,
+    p: int,
+    pend: int,
+    t: Any,
+    prefix: int,
+    rec: int,
+    key_hashes: Any,
+    key_recs: Any,
+    nkeys: int,
+) -> tuple[int, int]:  # pragma: no cover - compiled
+    """TAGS hash and KEYS / UNIQ_KEY hashes of one record's properties.
+
+    The batch scan (``_scan_batch``) inlines this same walk by hand for speed.
+    """
+    tags_code = 0
+    while p < pend:
+        name_end = p
+        while name_end < pend and buf[name_end] != 1:
+            name_end += 1
+        if name_end >= pend:
+            break
+        value = name_end + 1
+        value_end = value
+        while value_end < pend and buf[value_end] != 2:
+            value_end += 1
+        nlen = name_end - p
+        if (
+            nlen == 4
+            and buf[p] == 84
+            and buf[p + 1] == 65
+            and buf[p + 2] == 71
+            and buf[p + 3] == 83
+        ):  # TAGS
+            code = _java_hash_utf8(buf, value, value_end, 0)
+            tags_code = code - (1 << 32) if code & 0x80000000 else code
+        elif (
+            nlen == 8
+            and buf[p] == 85
+            and buf[p + 1] == 78
+            and buf[p + 2] == 73
+            and buf[p + 3] == 81
+            and buf[p + 4] == 95
+            and buf[p + 5] == 75
+            and buf[p + 6] == 69
+            and buf[p + 7] == 89
+        ):  # UNIQ_KEY
+            if value_end > value:
+                key_hashes[nkeys] = _crc32(buf, value, value_end, t, prefix) & 0x7FFFFFFF
+                key_recs[nkeys] = rec
+                nkeys += 1
+        elif (
+            nlen == 4
+            and buf[p] == 75
+            and buf[p + 1] == 69
+            and buf[p + 2] == 89
+            and buf[p + 3] == 83
+        ):  # KEYS, space separated
+            k = value
+            while k < value_end:
+                while k < value_end and buf[k] == 32:
+                    k += 1
+                kend = k
+                while kend < value_end and buf[kend] != 32:
+                    kend += 1
+                if kend > k:
+                    key_hashes[nkeys] = _crc32(buf, k, kend, t, prefix) & 0x7FFFFFFF
+                    key_recs[nkeys] = rec
+                    nkeys += 1
+                k = kend
+        p = value_end + 1
+    return tags_code, nkeys
+
+
+@njit(cache=True, nogil=True)
+def scan_log(
+    buf: Any,
+    pos: int,
+    base: int,
+    check_crc: bool,
+    t: Any,
+    offsets: Any,
+    sizes: Any,
+    queue_ids: Any,
+    queue_offsets: Any,
+    store_ts: Any,
+    topic_pos: Any,
+    topic_lens: Any,
+    topic_crcs: Any,
+    tags_codes: Any,
+    key_hashes: Any,
+    key_recs: Any,
+) -> tuple[int, int, int, int]:  # pragma: no cover - compiled
+    """Check records of one segment (``buf``, starting at global ``base``) from ``pos``.
+
+    Fills the per-record arrays (at most their length) and returns
+    ``(status, records, next_pos, keys)``: a LOG_* status or a LOG_ERRORS key
+    for the record at ``next_pos``. The key arrays must have room for one
+    record's keys (properties length / 2 + 1, at most 16,384).
+    """
+    limit = buf.shape[0]
+    n = 0
+    nkeys = 0
+    while True:
+        if pos >= limit:
+            return LOG_SEGMENT_END, n, pos, nkeys
+        if n >= offsets.shape[0]:
+            return LOG_CHUNK_FULL, n, pos, nkeys
+        if limit - pos < 8:
+            return 3, n, pos, nkeys
+        total = _get_i32(buf, pos)
+        magic = _get_u32(buf, pos + 4)
+        if total == 0 and magic == 0:
+            return LOG_END_OF_DATA, n, pos, nkeys
+        if magic == 0xCBD43194:
+            if total != limit - pos:
+                return 11, n, pos, nkeys
+            return LOG_SEGMENT_END, n, limit, nkeys
+        if magic != MESSAGE_MAGIC:
+            return 4, n, pos, nkeys
+        if total < 91 or total > limit - pos:
+            return 5, n, pos, nkeys
+        phys = (np.int64(_get_i32(buf, pos + 28)) << 32) | _get_u32(buf, pos + 32)
+        if phys != base + pos:
+            return 6, n, pos, nkeys
+        body_len = _get_i32(buf, pos + 84)
+        if body_len < 0 or 88 + body_len + 3 > total:
+            return 7, n, pos, nkeys
+        tp = pos + 88 + body_len
+        tl = np.int64(buf[tp])
+        if tl > 127 or tp + 1 + tl + 2 > pos + total:
+            return 8, n, pos, nkeys
+        pp = tp + 1 + tl
+        plen = (np.int64(buf[pp]) << 8) | np.int64(buf[pp + 1])
+        if plen & 0x8000 or pp + 2 + plen != pos + total:
+            return 9, n, pos, nkeys
+        if nkeys + plen // 2 + 1 > key_hashes.shape[0]:
+            return LOG_CHUNK_FULL, n, pos, nkeys  # no room for every key this record may have
+        if check_crc:
+            crc = _crc32(buf, pos + 88, tp, t, 0) & 0x7FFFFFFF
+            if crc != _get_i32(buf, pos + 8):
+                return 10, n, pos, nkeys
+        c = _crc32(buf, tp + 1, pp, t, 0)
+        topic_crcs[n] = c
+        c ^= 0xFFFFFFFF
+        c = t[0, (c ^ 0x23) & 0xFF] ^ (c >> 8)  # then "#": the index key prefix
+        prefix = c ^ 0xFFFFFFFF
+        offsets[n] = base + pos
+        sizes[n] = total
+        queue_ids[n] = _get_i32(buf, pos + 12)
+        queue_offsets[n] = (np.int64(_get_i32(buf, pos + 20)) << 32) | _get_u32(buf, pos + 24)
+        store_ts[n] = (np.int64(_get_i32(buf, pos + 56)) << 32) | _get_u32(buf, pos + 60)
+        topic_pos[n] = tp + 1
+        topic_lens[n] = tl
+        tags_codes[n], nkeys = _scan_props(
+            buf, pp + 2, pos + total, t, prefix, n, key_hashes, key_recs, nkeys
+        )
+        n += 1
+        pos += total

@@ -18,22 +18,29 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from broker.store.checkpoint import Checkpoint
-from broker.store.consume_queue import ConsumeQueue
+from broker.store.consume_queue import CQ_DTYPE
 from broker.store.files import file_name
 from broker.store.index import IndexFile
-from broker.store.inner import index_keys
+from broker.store.kernels import (
+    CRC_TABLE,
+    LOG_CHUNK_FULL,
+    LOG_END_OF_DATA,
+    LOG_ERRORS,
+    LOG_SEGMENT_END,
+    scan_log,
+)
 from broker.store.mapped_file import MappedFile
 from broker.store.results import RecoveryReport
 from connector.errors import CorruptRecordError, InvalidTopicError, StoreError
-from connector.protocol.hashing import tags_code
 from connector.protocol.names import validate_topic
-from connector.protocol.properties import PropertyKeys, decode_properties
-from connector.protocol.record import RecordCheck, check_record
+from connector.protocol.record import check_record
 
 if TYPE_CHECKING:
     from broker.store.store import MessageStore
@@ -149,109 +156,171 @@ def _check_tail(store: MessageStore, end: int) -> int:
             return end
         except CorruptRecordError as exc:
             log.warning("the last record, at %d, is damaged (%s)", newest[0], exc.message)
-    scanner = _Scanner(store, check_crc=store.config.check_crc_on_recover)
-    for _ in scanner.scan(mf.file_from_offset, stop_at=end):
+    walker = _LogWalker(store, check_crc=store.config.check_crc_on_recover)
+    for _ in walker.walk(mf.file_from_offset, stop_at=end):
         pass
-    return min(scanner.end, end)
+    return min(walker.end, end)
 
 
-class _Scanner:
-    """Walks valid records from an offset, calling back for each; stops at the first bad one."""
+@dataclass(slots=True)
+class _Chunk:
+    """Records checked by one ``scan_log`` call (arrays trimmed to the records found)."""
 
-    def __init__(self, store: MessageStore, check_crc: bool) -> None:
+    segment: MappedFile
+    offsets: np.ndarray
+    sizes: np.ndarray
+    queue_ids: np.ndarray
+    queue_offsets: np.ndarray
+    store_ts: np.ndarray
+    topic_pos: np.ndarray
+    topic_lens: np.ndarray
+    topic_crcs: np.ndarray
+    tags_codes: np.ndarray
+    key_hashes: np.ndarray
+    key_recs: np.ndarray
+
+
+class _LogWalker:
+    """Walks valid records from an offset in compiled chunks; stops at the first bad one.
+
+    After the walk, ``end`` is where valid data ends, ``garbage`` says whether
+    something other than zeros was found there, ``reason`` what.
+    """
+
+    def __init__(self, store: MessageStore, *, check_crc: bool, chunk: int = 1 << 16) -> None:
         self.segments = store.commit_log.queue
         self.check_crc = check_crc
+        self.chunk = chunk
         self.end = 0
         self.reason = ""
         self.garbage = False
         self.records = 0
 
-    def scan(self, start: int, stop_at: int | None = None):  # type: ignore[no-untyped-def]
+    def walk(self, start: int, stop_at: int | None = None) -> Iterator[_Chunk]:
         files = self.segments.files
-        mf: MappedFile | None = self.segments.find(start)
-        if mf is None and files and start == files[-1].end_offset:
-            mf = None
-        offset = start
+        mf = self.segments.find(start)
         idx = files.index(mf) if mf is not None else len(files)
+        offset = start
         while idx < len(files):
             mf = files[idx]
-            buf = mf.buffer()
-            rel = offset - mf.file_from_offset
-            while True:
-                if stop_at is not None and offset >= stop_at:
-                    self.end = offset
-                    return
-                if rel >= mf.file_size:
-                    break
-                try:
-                    chk = check_record(
-                        buf,
-                        rel,
-                        expected_offset=offset,
-                        limit=mf.file_size,
-                        check_crc=self.check_crc,
+            buf = np.frombuffer(mf.buffer(), dtype=np.uint8)
+            try:
+                rel = offset - mf.file_from_offset
+                while True:
+                    cols = np.empty((9, self.chunk), dtype=np.int64)
+                    keys = np.empty((2, self.chunk * 4 + 16_400), dtype=np.int64)
+                    status, n, nxt, nk = scan_log(
+                        buf, rel, mf.file_from_offset, self.check_crc, CRC_TABLE, *cols, *keys
                     )
-                except CorruptRecordError as exc:
-                    self.end = offset
-                    if buf[rel : rel + 8] == _ZERO8:
-                        self.reason = "end of data"
-                    else:
-                        self.reason = exc.message
+                    if stop_at is not None:
+                        cut = int(np.searchsorted(cols[0, :n], stop_at))
+                        if cut < n or mf.file_from_offset + nxt >= stop_at:
+                            n = cut
+                            nk = int(np.searchsorted(keys[1, :nk], n))
+                            status, nxt = LOG_END_OF_DATA, stop_at - mf.file_from_offset
+                    if n:
+                        self.records += n
+                        c = cols[:, :n]
+                        yield _Chunk(
+                            mf, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8],
+                            keys[0, :nk], keys[1, :nk],
+                        )  # fmt: skip
+                    rel = nxt
+                    if status == LOG_CHUNK_FULL:
+                        continue
+                    if status == LOG_SEGMENT_END:
+                        offset = mf.end_offset
+                        break
+                    self.end = mf.file_from_offset + rel
+                    if status != LOG_END_OF_DATA:
                         self.garbage = True
+                        self.reason = LOG_ERRORS[status]
+                    elif not self.reason:
+                        self.reason = "end of data"
                     return
-                if chk.blank:
-                    offset = mf.end_offset
-                    break
-                self.records += 1
-                yield offset, chk
-                rel += chk.size
-                offset += chk.size
+            finally:
+                del buf
             idx += 1
         self.end = offset
         self.reason = self.reason or "end of data"
 
 
+def _topic_names(
+    chunk: _Chunk, cache: dict[bytes, str | None]
+) -> tuple[list[str | None], np.ndarray]:
+    """Each distinct topic of a chunk (None if not a valid name), and each record's index."""
+    _, first, inverse = np.unique(chunk.topic_crcs, return_index=True, return_inverse=True)
+    names: list[str | None] = []
+    for i in first.tolist():
+        raw = chunk.segment.read(int(chunk.topic_pos[i]), int(chunk.topic_lens[i]))
+        if raw not in cache:
+            try:
+                cache[raw] = validate_topic(raw.decode("utf-8"))
+            except (UnicodeDecodeError, InvalidTopicError):
+                cache[raw] = None
+        names.append(cache[raw])
+    return names, inverse.reshape(-1)
+
+
 def _dispatch(
     store: MessageStore,
-    offset: int,
-    chk: RecordCheck,
+    chunk: _Chunk,
     *,
-    index_from: int,
+    index_from: int | None,
     gaps: set[tuple[str, int]],
     report: RecoveryReport,
+    cache: dict[bytes, str | None],
+    only: set[tuple[str, int]] | None = None,
 ) -> None:
-    try:
-        cq = store.consume_queue(chk.topic, chk.queue_id, create=True)
-    except (InvalidTopicError, StoreError):
-        log.warning("record at %d names an invalid queue %r/%d", offset, chk.topic, chk.queue_id)
-        return
-    assert cq is not None
-    props = decode_properties(chk.properties)
-    key = (chk.topic, chk.queue_id)
-    if key not in gaps:
-        have = cq.max_offset
-        qo = chk.queue_offset
-        if qo == have or (have == 0 and not cq.files.files):
-            cq.put(qo, offset, chk.size, tags_code(props.get(PropertyKeys.TAGS)))
-            report.consume_queue_entries_rebuilt += 1
-        elif qo < have:
-            if qo >= cq.min_offset:
-                cur = cq.get_entries(qo, 1)
-                if len(cur) and (
-                    int(cur["offset"][0]) != offset or int(cur["size"][0]) != chk.size
-                ):
-                    cq.put(qo, offset, chk.size, tags_code(props.get(PropertyKeys.TAGS)))
-                    report.consume_queue_entries_rebuilt += 1
-        else:
-            gaps.add(key)
-    if offset >= index_from and store.config.message_index_enable:
-        keys = index_keys(props)
-        if keys:
-            store.index.put(
-                chk.topic, keys, np.full(len(keys), offset, dtype=np.int64), chk.store_timestamp
+    """Give the chunk's records the ConsumeQueue (and index) entries they lack."""
+    names, topic_idx = _topic_names(chunk, cache)
+    group = (topic_idx.astype(np.int64) << 32) | (chunk.queue_ids & 0xFFFFFFFF)
+    order = np.argsort(group, kind="stable")  # keeps log order inside each queue
+    bounds = np.flatnonzero(np.diff(group[order])) + 1
+    for rows in np.split(order, bounds):
+        topic = names[int(topic_idx[rows[0]])]
+        qid = int(chunk.queue_ids[rows[0]])
+        if topic is None or qid < 0:
+            log.warning("records at %d name an invalid queue", int(chunk.offsets[rows[0]]))
+            continue
+        key = (topic, qid)
+        if key in gaps or (only is not None and key not in only):
+            continue
+        cq = store.consume_queue(topic, qid, create=True)
+        assert cq is not None
+        qoffs = chunk.queue_offsets[rows]
+        have = cq.max_offset if cq.files.files else int(qoffs[0])
+        old = rows[(qoffs < have) & (qoffs >= cq.min_offset)]
+        for r in old.tolist():  # present already: rewrite only entries that disagree
+            cur = cq.get_entries(int(chunk.queue_offsets[r]), 1)
+            if len(cur) and (int(cur["offset"][0]), int(cur["size"][0])) != (
+                int(chunk.offsets[r]),
+                int(chunk.sizes[r]),
+            ):
+                cq.put(int(chunk.queue_offsets[r]), int(chunk.offsets[r]), int(chunk.sizes[r]),
+                       int(chunk.tags_codes[r]))  # fmt: skip
+                report.consume_queue_entries_rebuilt += 1
+        new = rows[qoffs >= have]
+        if not len(new):
+            continue
+        if not np.array_equal(chunk.queue_offsets[new], np.arange(have, have + len(new))):
+            gaps.add(key)  # the queue lost entries below the scan: rebuilt whole later
+            continue
+        entries = np.empty(len(new), dtype=CQ_DTYPE)
+        entries["offset"] = chunk.offsets[new]
+        entries["size"] = chunk.sizes[new]
+        entries["tags_code"] = chunk.tags_codes[new]
+        cq.put_entries(have, entries)
+        report.consume_queue_entries_rebuilt += len(new)
+    if index_from is not None and len(chunk.key_hashes) and store.config.message_index_enable:
+        offsets = chunk.offsets[chunk.key_recs]
+        sel = offsets >= index_from
+        if sel.any():
+            store.index.put_hashes(
+                chunk.key_hashes[sel], offsets[sel], chunk.store_ts[chunk.key_recs][sel]
             )
-            report.index_entries_rebuilt += len(keys)
-    store._last_store_ts = max(store._last_store_ts, chk.store_timestamp)
+            report.index_entries_rebuilt += int(sel.sum())
+    store._last_store_ts = max(store._last_store_ts, int(chunk.store_ts.max()))
 
 
 def _rebuild_queues(
@@ -264,27 +333,16 @@ def _rebuild_queues(
         cq.destroy()
         report.queues_rebuilt.append(f"{topic}/{qid}")
     log.warning("rebuilding ConsumeQueues %s from the whole CommitLog", sorted(queues))
-    scanner = _Scanner(store, check_crc=False)
-    for offset, chk in scanner.scan(store.commit_log.min_offset(), stop_at=end):
-        if (chk.topic, chk.queue_id) not in queues:
-            continue
-        cq = store.consume_queue(chk.topic, chk.queue_id)
-        assert cq is not None
-        if cq.files.files and chk.queue_offset != cq.max_offset:
-            log.error(
-                "queue %s/%d: record at %d has queue offset %d, expected %d",
-                chk.topic,
-                chk.queue_id,
-                offset,
-                chk.queue_offset,
-                cq.max_offset,
-            )
-            continue
-        props = decode_properties(chk.properties)
-        cq.put(chk.queue_offset, offset, chk.size, tags_code(props.get(PropertyKeys.TAGS)))
-        report.consume_queue_entries_rebuilt += 1
-    if scanner.garbage and scanner.end < end:
-        log.error("rebuild stopped at %d: %s", scanner.end, scanner.reason)
+    walker = _LogWalker(store, check_crc=False)
+    gaps: set[tuple[str, int]] = set()
+    cache: dict[bytes, str | None] = {}
+    for chunk in walker.walk(store.commit_log.min_offset(), stop_at=end):
+        _dispatch(store, chunk, index_from=None, gaps=gaps, report=report, cache=cache,
+                  only=queues)  # fmt: skip
+    if gaps:
+        log.error("queues %s have holes in the CommitLog itself", sorted(gaps))
+    if walker.garbage and walker.end < end:
+        log.error("rebuild stopped at %d: %s", walker.end, walker.reason)
 
 
 def recover(store: MessageStore) -> RecoveryReport:
@@ -328,11 +386,12 @@ def recover(store: MessageStore) -> RecoveryReport:
     report.scanned_from = start
     gaps = _lost_queues(store, checkpoint)  # rebuilt whole below, not patched by the scan
     rebuild |= gaps
-    scanner = _Scanner(store, check_crc=cfg.check_crc_on_recover)
-    for offset, chk in scanner.scan(start):
-        _dispatch(store, offset, chk, index_from=index_from, gaps=gaps, report=report)
-    end = scanner.end
-    report.records_scanned = scanner.records
+    walker = _LogWalker(store, check_crc=cfg.check_crc_on_recover)
+    cache: dict[bytes, str | None] = {}
+    for chunk in walker.walk(start):
+        _dispatch(store, chunk, index_from=index_from, gaps=gaps, report=report, cache=cache)
+    end = walker.end
+    report.records_scanned = walker.records
     report.scanned_bytes = end - start
     later = [
         f
@@ -341,10 +400,10 @@ def recover(store: MessageStore) -> RecoveryReport:
     ]
     # the checkpoint says the log was durable up to here: zeros before it are lost data
     durable_end = min(checkpoint.recover_from, log_end) if checkpoint is not None else 0
-    if scanner.garbage or later or end < durable_end:
+    if walker.garbage or later or end < durable_end:
         report.truncated_at = end
-        if scanner.garbage:
-            report.reason = scanner.reason
+        if walker.garbage:
+            report.reason = walker.reason
         elif end < durable_end:
             report.reason = f"zeros where the checkpoint says data is durable (up to {durable_end})"
         else:
@@ -407,6 +466,3 @@ def recover(store: MessageStore) -> RecoveryReport:
         end,
     )
     return report
-
-
-__all__ += ["ConsumeQueue"]
