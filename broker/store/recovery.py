@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from broker.store.checkpoint import Checkpoint
-from broker.store.consume_queue import CQ_DTYPE
+from broker.store.consume_queue import CQ_DTYPE, ConsumeQueue
 from broker.store.files import file_name
 from broker.store.index import IndexFile
 from broker.store.kernels import (
@@ -262,6 +262,18 @@ def _topic_names(
     return names, inverse.reshape(-1)
 
 
+def _entries_between(cq: ConsumeQueue, lo: int, hi: int) -> np.ndarray:
+    """The queue's entries for logical offsets ``lo .. hi-1`` (fewer if it has fewer)."""
+    parts = []
+    while lo < hi:
+        got = cq.get_entries(lo, hi - lo)
+        if not len(got):
+            break
+        parts.append(got)
+        lo += len(got)
+    return np.concatenate(parts) if parts else np.empty(0, dtype=CQ_DTYPE)
+
+
 def _dispatch(
     store: MessageStore,
     chunk: _Chunk,
@@ -291,12 +303,15 @@ def _dispatch(
         qoffs = chunk.queue_offsets[rows]
         have = cq.max_offset if cq.files.files else int(qoffs[0])
         old = rows[(qoffs < have) & (qoffs >= cq.min_offset)]
-        for r in old.tolist():  # present already: rewrite only entries that disagree
-            cur = cq.get_entries(int(chunk.queue_offsets[r]), 1)
-            if len(cur) and (int(cur["offset"][0]), int(cur["size"][0])) != (
-                int(chunk.offsets[r]),
-                int(chunk.sizes[r]),
-            ):
+        if len(old):  # present already: rewrite only entries that disagree
+            first = int(chunk.queue_offsets[old[0]])
+            current = _entries_between(cq, first, have)
+            at = chunk.queue_offsets[old] - first
+            ok = at < len(current)
+            ok[ok] = (current["offset"][at[ok]] == chunk.offsets[old[ok]]) & (
+                current["size"][at[ok]] == chunk.sizes[old[ok]]
+            )
+            for r in old[~ok].tolist():
                 cq.put(int(chunk.queue_offsets[r]), int(chunk.offsets[r]), int(chunk.sizes[r]),
                        int(chunk.tags_codes[r]))  # fmt: skip
                 report.consume_queue_entries_rebuilt += 1
@@ -422,17 +437,7 @@ def recover(store: MessageStore) -> RecoveryReport:
     for queues in store.queues.values():
         for cq in queues.values():
             report.consume_queue_entries_dropped += cq.truncate_dirty(end)
-    rebuild |= gaps
-    if checkpoint is not None and end >= checkpoint.logic_offset:
-        for topic, qs in checkpoint.queue_offsets.items():
-            for qid_s, count in qs.items():
-                known = store.consume_queue(topic, int(qid_s)) if qid_s.isdigit() else None
-                if count > 0 and (known is None or known.max_offset < count):
-                    try:
-                        validate_topic(topic)
-                    except InvalidTopicError:
-                        continue
-                    rebuild.add((topic, int(qid_s)))
+    rebuild |= gaps  # the scan may have found more
     if rebuild:
         _rebuild_queues(store, rebuild, end, report)
     min_offset = segments.min_offset()
