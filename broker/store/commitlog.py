@@ -21,7 +21,7 @@ from broker.store.consume_queue import CQ_ENTRY_SIZE
 from broker.store.inner import BatchInner, MessageInner
 from broker.store.kernels import RECORD_FIXED, ScannedBatch, encode_batch_records
 from broker.store.mapped_file import MappedFile, MappedFileQueue
-from broker.store.results import AppendResult
+from broker.store.results import AppendResult, PutMessageStatus
 from connector.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
     HEADER,
@@ -42,6 +42,10 @@ _TOPIC_PROPLEN = [struct.Struct(f">b{n}sh") for n in range(MAX_TOPIC_BYTES + 1)]
 
 class RecordTooLarge(Exception):
     """A record cannot fit any segment, or a field overflows its length prefix."""
+
+    def __init__(self, message: str, status: PutMessageStatus = PutMessageStatus.MESSAGE_ILLEGAL):
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(slots=True)
@@ -100,7 +104,10 @@ class CommitLog:
             self._topic_bytes[msg.topic] = topic
         body, props = msg.body, msg.properties
         if len(props) > MAX_PROPERTIES_BYTES:
-            raise RecordTooLarge(f"properties of {len(props)} bytes exceed {MAX_PROPERTIES_BYTES}")
+            raise RecordTooLarge(
+                f"properties of {len(props)} bytes exceed {MAX_PROPERTIES_BYTES}",
+                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+            )
         size = RECORD_FIXED + len(topic) + len(body) + len(props)
         mf = self.queue.last()
         if mf is None or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:

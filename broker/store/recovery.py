@@ -40,7 +40,7 @@ from broker.store.mapped_file import MappedFile
 from broker.store.results import RecoveryReport
 from connector.errors import CorruptRecordError, InvalidTopicError, StoreError
 from connector.protocol.names import validate_topic
-from connector.protocol.record import check_record
+from connector.protocol.record import OFF_STORETIMESTAMP, check_record
 
 if TYPE_CHECKING:
     from broker.store.store import MessageStore
@@ -456,6 +456,11 @@ def recover(store: MessageStore) -> RecoveryReport:
             IndexFile(cfg.index_dir / file_name(end), store.index.slot_num, store.index.index_num)
         )
     store.dispatched_offset = end
+    newest = _newest_entry(store)
+    if newest is not None:  # keep store time monotonic across restarts (timestamp search)
+        raw = store.commit_log.read(newest[0] + OFF_STORETIMESTAMP, 8)
+        if raw is not None:
+            store._last_store_ts = max(store._last_store_ts, int.from_bytes(raw, "big"))
     # make the re-dispatched tail durable before a new checkpoint claims it
     segments.flush(0)
     store.flush_queues_and_checkpoint()

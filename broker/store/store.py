@@ -273,16 +273,16 @@ class MessageStore:
         if bad is not None:
             return bad, None
         with self._put_lock:
-            cq = self.consume_queue(msg.topic, msg.queue_id, create=True)
-            assert cq is not None
-            queue_offset = cq.max_offset
+            cq = self.consume_queue(msg.topic, msg.queue_id)
+            queue_offset = cq.max_offset if cq is not None else 0
             ts = self._store_timestamp()
             try:
                 res = self.commit_log.append(msg, queue_offset=queue_offset, store_timestamp=ts)
             except RecordTooLarge as exc:
-                return PutMessageResult(
-                    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, message=str(exc)
-                ), None
+                return PutMessageResult(exc.status, message=str(exc)), None
+            if cq is None:  # created only once something is stored in it
+                cq = self.consume_queue(msg.topic, msg.queue_id, create=True)
+                assert cq is not None
             cq.put(queue_offset, res.wrote_offset, res.wrote_bytes, msg.tags_code)
             if msg.keys and self.config.message_index_enable:
                 self.index.put_keys_at(msg.topic, msg.keys, res.wrote_offset, ts)
@@ -303,16 +303,18 @@ class MessageStore:
         if scanned is None:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message=reason), None
         with self._put_lock:
-            cq = self.consume_queue(batch.topic, batch.queue_id, create=True)
-            assert cq is not None
-            queue_offset = cq.max_offset
+            cq = self.consume_queue(batch.topic, batch.queue_id)
+            queue_offset = cq.max_offset if cq is not None else 0
             ts = self._store_timestamp()
             try:
                 appended = self.commit_log.append_batch(
                     batch, scanned, queue_offset=queue_offset, store_timestamp=ts
                 )
             except RecordTooLarge as exc:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message=str(exc)), None
+                return PutMessageResult(exc.status, message=str(exc)), None
+            if cq is None:  # created only once something is stored in it
+                cq = self.consume_queue(batch.topic, batch.queue_id, create=True)
+                assert cq is not None
             cq.put_entries(queue_offset, appended.cq_entries)
             if len(scanned.key_hashes) and self.config.message_index_enable:
                 self.index.put_hashes(scanned.key_hashes, appended.offsets[scanned.key_msgs], ts)

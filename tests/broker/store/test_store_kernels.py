@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.store.index import key_hash
-from broker.store.kernels import encode_batch_records, scan_batch
+from broker.store.kernels import (
+    CRC_TABLE,
+    LOG_SEGMENT_END,
+    encode_batch_records,
+    scan_batch,
+    scan_log,
+)
 from connector.errors import MessageIllegalError
 from connector.protocol.batch import decode_batch, encode_batch
 from connector.protocol.hashing import tags_code
@@ -101,6 +107,17 @@ def test_scan_and_encode_match_the_reference_codec(
         want.append(rec)
         pos += len(rec)
     assert dst[:written].tobytes() == b"".join(want)
+
+    # recovery's scanner reads the same records back with the same tag codes and key hashes
+    cols = np.zeros((9, n + 1), dtype=np.int64)
+    keys = np.zeros((2, 16_400), dtype=np.int64)
+    status, got, end, nkeys = scan_log(dst[:written], 0, first, True, CRC_TABLE, *cols, *keys)
+    assert (status, got, end) == (LOG_SEGMENT_END, n, written)
+    assert cols[0, :n].tolist() == offsets.tolist()  # commit log offsets
+    assert cols[3, :n].tolist() == list(range(1000, 1000 + n))  # queue offsets
+    assert cols[8, :n].tolist() == scanned.tags_codes.tolist()
+    assert keys[0, :nkeys].tolist() == scanned.key_hashes.tolist()
+    assert keys[1, :nkeys].tolist() == scanned.key_msgs.tolist()
     assert offsets.tolist() == [first + sum(map(len, want[:i])) for i in range(n)]
 
 

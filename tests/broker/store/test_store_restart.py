@@ -5,7 +5,7 @@ messages looked like, and everything is where it was.
 from __future__ import annotations
 
 import pytest
-from conftest import TOPIC, StoreFactory, inner, put
+from conftest import TOPIC, FakeClock, StoreFactory, inner, put
 
 from broker.store.results import GetMessageStatus, PutMessageStatus
 
@@ -81,3 +81,19 @@ def test_restart_after_delete_topic(make_store: StoreFactory) -> None:
     assert res.append is not None
     assert res.append.queue_offset == 0
     assert again.get_message("Gone", 0, 0).bodies() == [b"reborn"]
+
+
+def test_store_time_stays_monotonic_across_a_restart(make_store: StoreFactory) -> None:
+    clock = FakeClock()
+    clock.set_ms(1_700_000_100_000)
+    store = make_store(clock=clock)
+    put(store, b"before")
+    store.shutdown()
+    clock.set_ms(1_700_000_000_000)  # the wall clock went back 100 s while the broker was down
+    again = make_store(clock=clock)
+    put(again, b"after")
+    got = again.get_message(TOPIC, 0, 0, 10).messages()
+    assert [m.body for m in got] == [b"before", b"after"]
+    assert got[1].store_timestamp >= got[0].store_timestamp == 1_700_000_100_000
+    # the timestamp search relies on that order
+    assert again.get_offset_in_queue_by_time(TOPIC, 0, 1_700_000_100_000) == 0
