@@ -42,7 +42,8 @@ entry = st.tuples(
 
 
 def _props(user: dict[str, str], tags: str | None, keys: list[str], uniq: str | None) -> bytes:
-    props = dict(user)
+    # user properties never carry the system names here; those come from the other arguments
+    props = {k: v for k, v in user.items() if k not in ("TAGS", "KEYS", "UNIQ_KEY")}
     if tags:
         props["TAGS"] = tags
     if keys:
