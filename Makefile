@@ -43,7 +43,7 @@ unit: $(VENV)/.installed-test
 test: lint typecheck unit
 
 bench: $(VENV)/.installed-test
-	$(PY) benchmarks/store_bench.py
+	$(PY) benchmarks/store_bench.py --runs 5
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache
