@@ -60,6 +60,7 @@ class IndexFile:
         buf = self.file.buffer()
         self._slots: Any = np.ndarray((slot_num,), dtype=">i4", buffer=buf, offset=HEADER_SIZE)
         self._raw: Any = np.frombuffer(buf, dtype=np.uint8)
+        self._entries_at = HEADER_SIZE + slot_num * 4
         self._entries: Any = np.ndarray(
             (index_num,), dtype=_ENTRY_DTYPE, buffer=buf, offset=HEADER_SIZE + slot_num * 4
         )
@@ -141,23 +142,27 @@ class IndexFile:
         self._write_header()
 
     def put_one(self, h: int, offset: int, timestamp_ms: int) -> None:
-        """One entry, without numpy: the single-message path."""
+        """One entry, without numpy: the single-message path (kept lean on purpose)."""
         if self.begin_ts == 0:
             self.begin_ts = timestamp_ms
         buf = self.file.buffer()
+        count = self.index_count
         spos = HEADER_SIZE + (h % self.slot_num) * 4
         (prev,) = _I32.unpack_from(buf, spos)
-        if prev <= 0 or prev >= self.index_count:
+        if prev <= 0 or prev >= count:
             if prev == 0:
                 self.slot_count += 1
             prev = 0
-        epos = HEADER_SIZE + self.slot_num * 4 + self.index_count * _ENTRY_DTYPE.itemsize
-        diff = max(0, (timestamp_ms - self.begin_ts) // 1000)
-        _ENTRY.pack_into(buf, epos, h, offset, diff, prev)
-        _I32.pack_into(buf, spos, self.index_count)
-        self.index_count += 1
-        self.end_ts = max(self.end_ts, timestamp_ms)
-        self.end_phys = max(self.end_phys, offset)
+        diff = (timestamp_ms - self.begin_ts) // 1000
+        _ENTRY.pack_into(
+            buf, self._entries_at + count * 20, h, offset, diff if diff > 0 else 0, prev
+        )
+        _I32.pack_into(buf, spos, count)
+        self.index_count = count + 1
+        if timestamp_ms > self.end_ts:
+            self.end_ts = timestamp_ms
+        if offset > self.end_phys:
+            self.end_phys = offset
         self._write_header()
 
     def lookup(self, h: int, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
@@ -224,15 +229,17 @@ class IndexService:
 
     def put_keys_at(self, topic: str, keys: Sequence[str], offset: int, timestamp_ms: int) -> None:
         """Index every key of one record (the single-message path)."""
+        prefix = zlib.crc32(f"{topic}#".encode())
         for key in keys:
             current = self.files[-1] if self.files else None
-            if current is None or current.full:
+            if current is None or current.index_count >= current.index_num:
                 start = offset if current is None else max(offset, current.begin_phys + 1)
                 current = IndexFile(
                     self.directory / file_name(start), self.slot_num, self.index_num
                 )
                 self.files.append(current)
-            current.put_one(key_hash(f"{topic}#{key}"), offset, timestamp_ms)
+            h = zlib.crc32(key.encode(), prefix) & 0x7FFFFFFF  # == key_hash(f"{topic}#{key}")
+            current.put_one(h, offset, timestamp_ms)
 
     def put_hashes(
         self, hashes: np.ndarray, offsets: np.ndarray, timestamps_ms: int | np.ndarray

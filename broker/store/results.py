@@ -50,7 +50,7 @@ _STORED = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AppendResult:
     """Where a message (or a batch: its first message) landed."""
 
@@ -77,7 +77,7 @@ class AppendResult:
         return [encode_offset_msg_id(store_host, off) for off in self.physical_offsets]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PutMessageResult:
     status: PutMessageStatus
     append: AppendResult | None = None
