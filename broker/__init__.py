@@ -1,1 +1,1 @@
-"""pymq."""
+"""pymq's broker. Today: the storage engine (``broker.store``)."""

@@ -1,1 +1,0 @@
-"""Spark data source shim (filled by the Spark connector issue)."""
