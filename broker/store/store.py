@@ -57,6 +57,10 @@ MAX_FILTER_SCAN = 16_000
 ArrivalListener = Callable[[str, int, int], None]
 
 
+def _not_running() -> PutMessageResult:
+    return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, message="store is not running")
+
+
 class MessageStore:
     def __init__(
         self,
@@ -245,9 +249,7 @@ class MessageStore:
 
     def _check(self, topic: str, queue_id: int, bodies: Iterable[bytes]) -> PutMessageResult | None:
         if not self.running:
-            return PutMessageResult(
-                PutMessageStatus.SERVICE_NOT_AVAILABLE, message="store is not running"
-            )
+            return _not_running()
         if topic not in self._valid_topics:
             try:
                 validate_topic(topic)
@@ -273,6 +275,8 @@ class MessageStore:
         if bad is not None:
             return bad, None
         with self._put_lock:
+            if not self.running:  # shutdown began after the check above
+                return _not_running(), None
             cq = self.consume_queue(msg.topic, msg.queue_id)
             queue_offset = cq.max_offset if cq is not None else 0
             ts = self._store_timestamp()
@@ -303,6 +307,8 @@ class MessageStore:
         if scanned is None:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message=reason), None
         with self._put_lock:
+            if not self.running:  # shutdown began after the check above
+                return _not_running(), None
             cq = self.consume_queue(batch.topic, batch.queue_id)
             queue_offset = cq.max_offset if cq is not None else 0
             ts = self._store_timestamp()
