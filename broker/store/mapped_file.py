@@ -21,6 +21,9 @@ __all__ = ["PAGE_SIZE", "MappedFile", "MappedFileQueue"]
 
 log = logging.getLogger(__name__)
 PAGE_SIZE = mmap.PAGESIZE
+# macOS has no fdatasync; fsync is its closest (without F_FULLFSYNC, so the drive's
+# own cache may still hold the data there)
+_datasync = getattr(os, "fdatasync", os.fsync)
 _TMP_SUFFIX = ".tmp"
 
 
@@ -87,13 +90,13 @@ class MappedFile:
             return self.flushed_position
         if least_pages > 0 and self.dirty_pages() < least_pages:
             return self.flushed_position
-        os.fdatasync(self._fd)
+        _datasync(self._fd)
         self.flushed_position = max(self.flushed_position, target)
         return self.flushed_position
 
     def sync(self) -> None:
         """fdatasync unconditionally (files written at random positions: index files)."""
-        os.fdatasync(self._fd)
+        _datasync(self._fd)
         self.flushed_position = self.wrote_position
 
     def zero_from(self, pos: int) -> None:
