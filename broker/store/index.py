@@ -25,8 +25,9 @@ import numpy as np
 from broker.store.files import file_name, parse_file_name
 from broker.store.kernels import index_insert
 from broker.store.mapped_file import MappedFile
+from connector.protocol.hashing import key_hash
 
-__all__ = ["IndexService", "key_hashes"]
+__all__ = ["IndexService", "key_hash"]
 
 log = logging.getLogger(__name__)
 _HEADER = struct.Struct(">qqqqii")
@@ -34,20 +35,6 @@ _ENTRY = struct.Struct(">iqii")
 _I32 = struct.Struct(">i")
 HEADER_SIZE = 40
 _ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("offset", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
-
-
-def key_hash(key: str) -> int:
-    """CRC-32 of the key's UTF-8 bytes (``topic#key``), masked to 31 bits."""
-    return zlib.crc32(key.encode("utf-8")) & 0x7FFFFFFF
-
-
-def key_hashes(keys: Sequence[str]) -> np.ndarray:
-    """``key_hash`` of every key, as int64."""
-    crc = zlib.crc32
-    return (
-        np.fromiter((crc(k.encode("utf-8")) for k in keys), dtype=np.int64, count=len(keys))
-        & 0x7FFFFFFF
-    )
 
 
 class IndexFile:
@@ -99,10 +86,6 @@ class IndexFile:
             more = prev >= count
             bad, heads = bad[more], prev[more]
 
-    @property
-    def full(self) -> bool:
-        return bool(self.index_count >= self.index_num)
-
     def room(self) -> int:
         return int(self.index_num - self.index_count)
 
@@ -119,11 +102,11 @@ class IndexFile:
             ),
         )
 
-    def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamps_ms: int | np.ndarray) -> None:
-        """Add entries (at most ``room()``) for records stored at ``timestamps_ms``."""
+    def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamps_ms: np.ndarray) -> None:
+        """Add entries (at most ``room()``); ``timestamps_ms`` is each record's store time."""
         if len(hashes) == 0:
             return
-        ts = np.broadcast_to(np.asarray(timestamps_ms, dtype=np.int64), (len(hashes),))
+        ts = timestamps_ms
         newest = int(ts.max())
         if self.begin_ts == 0:
             self.begin_ts = int(ts.min())
@@ -216,30 +199,25 @@ class IndexService:
                 log.warning("dropping unreadable index file %s: %s", path, exc)
                 path.unlink(missing_ok=True)
 
-    def put(self, topic: str, keys: Sequence[str], offsets: np.ndarray, timestamp_ms: int) -> None:
-        """Index ``keys[i]`` of ``topic`` at ``offsets[i]``."""
-        if not keys:
-            return
-        names = [f"{topic}#{k}" for k in keys]
-        if len(names) < 16:
-            hashes = np.array([key_hash(k) for k in names], dtype=np.int64)
-        else:
-            hashes = key_hashes(names)
-        self.put_hashes(hashes, np.asarray(offsets, dtype=np.int64), timestamp_ms)
+    def _writable(self, offset: int) -> IndexFile:
+        """The newest file with room, starting a new one (named by ``offset``) when full."""
+        current = self.files[-1] if self.files else None
+        if current is not None and current.index_count < current.index_num:
+            return current
+        start = offset
+        if current is not None and start <= current.begin_phys:
+            # one record's keys filled a whole file: keep names unique and ordered
+            start = current.begin_phys + 1
+        current = IndexFile(self.directory / file_name(start), self.slot_num, self.index_num)
+        self.files.append(current)
+        return current
 
     def put_keys_at(self, topic: str, keys: Sequence[str], offset: int, timestamp_ms: int) -> None:
         """Index every key of one record (the single-message path)."""
         prefix = zlib.crc32(f"{topic}#".encode())
         for key in keys:
-            current = self.files[-1] if self.files else None
-            if current is None or current.index_count >= current.index_num:
-                start = offset if current is None else max(offset, current.begin_phys + 1)
-                current = IndexFile(
-                    self.directory / file_name(start), self.slot_num, self.index_num
-                )
-                self.files.append(current)
             h = zlib.crc32(key.encode(), prefix) & 0x7FFFFFFF  # == key_hash(f"{topic}#{key}")
-            current.put_one(h, offset, timestamp_ms)
+            self._writable(offset).put_one(h, offset, timestamp_ms)
 
     def put_hashes(
         self, hashes: np.ndarray, offsets: np.ndarray, timestamps_ms: int | np.ndarray
@@ -251,16 +229,7 @@ class IndexService:
         ts = np.broadcast_to(np.asarray(timestamps_ms, dtype=np.int64), (len(hashes),))
         done = 0
         while done < len(hashes):
-            current = self.files[-1] if self.files else None
-            if current is None or current.full:
-                start = int(offsets[done])
-                if current is not None and start <= current.begin_phys:
-                    # one record's keys filled a whole file: keep names unique and ordered
-                    start = current.begin_phys + 1
-                current = IndexFile(
-                    self.directory / file_name(start), self.slot_num, self.index_num
-                )
-                self.files.append(current)
+            current = self._writable(int(offsets[done]))
             take = min(current.room(), len(hashes) - done)
             current.put(
                 hashes[done : done + take], offsets[done : done + take], ts[done : done + take]

@@ -210,10 +210,10 @@ class MappedFileQueue:
             self.files = [*self.files, mf]
             return mf
 
-    def last_for_append(self, start_if_empty: int = 0) -> MappedFile:
+    def last_for_append(self) -> MappedFile:
         last = self.last()
         if last is None:
-            return self.create(start_if_empty - start_if_empty % self.file_size)
+            return self.create(0)
         if last.remaining == 0:
             return self.create(last.end_offset)
         return last

@@ -25,5 +25,8 @@ def tags_code(tags: str | None) -> int:
 
 
 def key_hash(key: str) -> int:
-    """Non-negative 31-bit hash of an index key (``topic#key``); stable across processes."""
+    """CRC-32 of an index key's UTF-8 bytes (``topic#key``), masked to 31 bits.
+
+    Stable across processes; the broker's compiled scans compute the same value.
+    """
     return zlib.crc32(key.encode("utf-8")) & 0x7FFFFFFF
