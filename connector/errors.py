@@ -12,7 +12,13 @@ chaining ``isinstance`` checks. The HTTP edge maps codes to status codes once.
     │   ├── InvalidGroupError           GROUP_ILLEGAL
     │   ├── InvalidKeyError             KEY_ILLEGAL: property names/values, keys
     │   └── InvalidOffsetError          OFFSET_ILLEGAL
+    │   ├── InvalidQueueError           QUEUE_ID_ILLEGAL: no such queue of the topic
+    │   └── UnsupportedMediaTypeError   UNSUPPORTED_MEDIA_TYPE (415)
     ├── TopicNotExistError              TOPIC_NOT_EXIST (invalid_metadata)
+    ├── NotFoundError                   NOT_FOUND (404)
+    │   ├── MessageNotExistError        MESSAGE_NOT_EXIST
+    │   ├── KvConfigNotExistError       KV_NOT_EXIST
+    │   └── ConsumerOffsetNotExistError OFFSET_NOT_EXIST
     ├── NoPermissionError               NO_PERMISSION
     ├── BrokerBusyError                 SYSTEM_BUSY (retriable)
     ├── ServiceNotAvailableError        SERVICE_NOT_AVAILABLE (retriable)
@@ -33,20 +39,26 @@ __all__ = [
     "ClientError",
     "ConfigError",
     "ConnectError",
+    "ConsumerOffsetNotExistError",
     "CorruptRecordError",
     "InvalidGroupError",
     "InvalidKeyError",
     "InvalidOffsetError",
+    "InvalidQueueError",
     "InvalidTopicError",
+    "KvConfigNotExistError",
     "MessageIllegalError",
+    "MessageNotExistError",
     "MessageTooLargeError",
     "NoPermissionError",
+    "NotFoundError",
     "PyMQError",
     "RemotingError",
     "RemotingTimeoutError",
     "ServiceNotAvailableError",
     "StoreError",
     "TopicNotExistError",
+    "UnsupportedMediaTypeError",
     "error_for_code",
 ]
 
@@ -72,7 +84,12 @@ class PyMQError(Exception):
             _REGISTRY.setdefault(cls.code, cls)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message}
+        """The wire form: code, message and the structured fields that are plain values."""
+        out: dict[str, Any] = {
+            k: v for k, v in self.fields.items() if isinstance(v, (int, str, float, bool))
+        }
+        out.update(code=self.code, message=self.message)
+        return out
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
@@ -113,6 +130,32 @@ class InvalidKeyError(ClientError, ValueError):
 
 class InvalidOffsetError(ClientError, ValueError):
     code = "OFFSET_ILLEGAL"
+
+
+class InvalidQueueError(ClientError, ValueError):
+    code = "QUEUE_ID_ILLEGAL"
+
+
+class UnsupportedMediaTypeError(ClientError):
+    code = "UNSUPPORTED_MEDIA_TYPE"
+    http_status = 415
+
+
+class NotFoundError(PyMQError):
+    code = "NOT_FOUND"
+    http_status = 404
+
+
+class MessageNotExistError(NotFoundError):
+    code = "MESSAGE_NOT_EXIST"
+
+
+class KvConfigNotExistError(NotFoundError):
+    code = "KV_NOT_EXIST"
+
+
+class ConsumerOffsetNotExistError(NotFoundError):
+    code = "OFFSET_NOT_EXIST"
 
 
 class TopicNotExistError(PyMQError):

@@ -1,0 +1,119 @@
+"""Broker settings: one frozen dataclass, RocketMQ's defaults, units in the names.
+
+Store settings (``flush_disk_type``, ``mapped_file_size_commit_log``, ...)
+sit in the same TOML file and environment; they arrive in ``extra`` and are
+turned into a ``StoreConfig`` by ``store_config()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.store.config import StoreConfig
+from connector.errors import ConfigError
+
+__all__ = ["DEFAULT_DELAY_LEVELS", "BrokerConfig", "parse_delay_levels"]
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_LEVEL = re.compile(r"^(\d+)(ms|s|m|h|d)$")
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,127}$")
+
+
+def parse_delay_levels(text: str) -> tuple[int, ...]:
+    """``"1s 5s 10s ..."`` -> delay of each level in ms (level 1 first)."""
+    out = []
+    for item in text.split():
+        m = _LEVEL.match(item)
+        if not m:
+            raise ConfigError(
+                f"message_delay_level: bad level {item!r} (use e.g. 500ms, 5s, 1m, 2h)"
+            )
+        out.append(int(m.group(1)) * _UNIT_MS[m.group(2)])
+    if not out:
+        raise ConfigError("message_delay_level must list at least one level")
+    return tuple(out)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BrokerConfig:
+    """Everything a broker process needs besides its store's own settings."""
+
+    broker_name: str = "broker-a"
+    broker_cluster_name: str = "DefaultCluster"
+    broker_id: int = 0
+    host: str = "127.0.0.1"
+    port: int = 10911
+    namesrv: str | None = None  # "h:p;h:p"
+    store_dir: Path | None = None  # default ~/.pymq/store/<broker_name>
+    broker_permission: int = 6
+    register_name_server_period_ms: int = 30_000
+    register_timeout_ms: int = 6_000
+    auto_create_topic_enable: bool = True
+    default_topic_queue_nums: int = 8
+    max_reconsume_times: int = 16
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    long_polling_enable: bool = True
+    max_pull_wait_ms: int = 30_000
+    max_pull_nums: int = 10_000
+    max_pull_bytes: int = 64 << 20
+    log_level: str = "warning"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("broker_name", "broker_cluster_name"):
+            if not _NAME.match(getattr(self, name)):
+                raise ConfigError(f"{name} must match {_NAME.pattern}")
+        if self.broker_id < 0:
+            raise ConfigError("broker_id must be >= 0 (0 = master)")
+        if self.broker_permission not in (0, 2, 4, 6):
+            raise ConfigError("broker_permission must be 0, 2 (write), 4 (read) or 6")
+        for name in ("register_name_server_period_ms", "register_timeout_ms", "max_pull_nums"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive")
+        if not 1 <= self.default_topic_queue_nums <= 1024:
+            raise ConfigError("default_topic_queue_nums must be in 1..1024")
+        if self.max_reconsume_times < 0:
+            raise ConfigError("max_reconsume_times must be >= 0")
+        parse_delay_levels(self.message_delay_level)
+        self.store_config()  # validates the store keys in extra
+
+    @property
+    def addr(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in (self.namesrv or "").split(";") if a.strip()]
+
+    @property
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        return parse_delay_levels(self.message_delay_level)
+
+    @property
+    def resolved_store_dir(self) -> Path:
+        if self.store_dir is not None:
+            return Path(self.store_dir)
+        return Path.home() / ".pymq" / "store" / self.broker_name
+
+    def store_config(self, *, port: int | None = None) -> StoreConfig:
+        """The store's settings: ``extra`` keys, store dir, and this broker's address."""
+        known = {f.name: f.type for f in dataclasses.fields(StoreConfig)}
+        kwargs: dict[str, Any] = {}
+        for key, value in self.extra.items():
+            if key not in known or key in ("store_dir", "store_host", "store_port", "extra"):
+                raise ConfigError(f"unknown broker setting {key!r}")
+            kwargs[key] = value
+        return StoreConfig(
+            store_dir=self.resolved_store_dir,
+            store_host=self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1",
+            store_port=self.port if port is None else port,
+            **kwargs,
+        )
+
+    def with_port(self, port: int) -> BrokerConfig:
+        return dataclasses.replace(self, port=port)

@@ -1,0 +1,108 @@
+"""Serve an ASGI app the way both pymq servers do.
+
+The socket is bound before uvicorn starts, so ``--port 0`` works (the ready
+line carries the real port) and a busy port is a one-line error, not a
+traceback. uvloop and httptools are used where installed. SIGTERM and SIGINT
+stop the server gracefully: uvicorn finishes in-flight requests and runs the
+app's lifespan shutdown (where the broker unregisters and flushes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+
+from connector.errors import ConfigError
+
+__all__ = ["ServerSpec", "bind_socket", "serve"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSpec:
+    host: str
+    port: int
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket, or ConfigError with a one-line reason."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"port {port} is out of range 0..65535")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot resolve host {host!r}: {exc.strerror}") from None
+    family, _, _, _, addr = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = "address already in use" if exc.errno == 98 else (exc.strerror or str(exc))
+        raise ConfigError(f"cannot listen on {host}:{port}: {reason}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _uvicorn_config(app: Any, log_level: str) -> uvicorn.Config:
+    has = importlib.util.find_spec
+    return uvicorn.Config(
+        app,
+        loop="uvloop" if has("uvloop") else "asyncio",
+        http="httptools" if has("httptools") else "h11",
+        lifespan="on",
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=10,
+        server_header=False,
+        date_header=False,
+    )
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._on_ready()
+
+
+def serve(
+    app: Any,
+    sock: socket.socket,
+    *,
+    ready_line: Callable[[int], str],
+    log_level: str = "warning",
+) -> int:
+    """Run until SIGTERM/SIGINT; print ``ready_line(port)`` once, when accepting."""
+
+    def ready() -> None:
+        print(ready_line(sock.getsockname()[1]), flush=True)
+
+    server = _Server(_uvicorn_config(app, log_level), ready)
+    config = server.config
+    if config.loop == "uvloop":
+        import uvloop
+
+        runner: Callable[[Any], Any] = uvloop.run
+    else:
+        runner = asyncio.run
+    runner(server.serve(sockets=[sock]))
+    if not server.started:
+        print("pymq: server failed to start (see the log above)", file=sys.stderr)
+        return 1
+    return 0
