@@ -16,7 +16,9 @@ from connector import __version__
 
 # subcommand -> (module with register(subparsers), one-line help)
 _COMMANDS: dict[str, tuple[str, str]] = {
+    "broker": ("broker.cli", "run a broker (store + send/pull/admin HTTP API)"),
     "store": ("broker.store.cli", "inspect or verify a broker's store directory (read-only)"),
+    "namesrv": ("nameserver.cli", "run a NameServer (route registry)"),
 }
 
 

@@ -473,9 +473,12 @@ class MessageStore:
         return runs
 
     def look_message_by_offset(
-        self, commit_log_offset: int, size: int | None = None
+        self, commit_log_offset: int, size: int | None = None, *, decompress: bool = True
     ) -> MessageExt | None:
-        """Decode the record at a physical offset, or None if there is none there."""
+        """Decode the record at a physical offset, or None if there is none there.
+
+        ``decompress=False`` keeps a compressed body as stored (to re-append it).
+        """
         if size is None:
             head = self.commit_log.read(commit_log_offset, 8)
             if head is None:
@@ -489,7 +492,7 @@ class MessageStore:
         if data is None:
             return None
         try:
-            msg = decode_record(data)
+            msg = decode_record(data, decompress=decompress)
         except CorruptRecordError:
             return None
         return msg if msg.commit_log_offset == commit_log_offset else None

@@ -14,6 +14,7 @@ import importlib.util
 import logging
 import socket
 import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -71,9 +72,20 @@ def _uvicorn_config(app: Any, log_level: str) -> uvicorn.Config:
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        on_ready: Callable[[], None],
+        on_exit: Callable[[], None] | None,
+    ) -> None:
         super().__init__(config)
         self._on_ready = on_ready
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: types.FrameType | None) -> None:
+        if self._on_exit is not None and not self.should_exit:
+            self._on_exit()
+        super().handle_exit(sig, frame)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -87,20 +99,22 @@ def serve(
     *,
     ready_line: Callable[[int], str],
     log_level: str = "warning",
+    on_exit: Callable[[], None] | None = None,
 ) -> int:
-    """Run until SIGTERM/SIGINT; print ``ready_line(port)`` once, when accepting."""
+    """Run until SIGTERM/SIGINT; print ``ready_line(port)`` once, when accepting.
+
+    ``on_exit`` runs when the signal arrives (e.g. to answer held long polls
+    so the graceful shutdown does not wait for them).
+    """
 
     def ready() -> None:
         print(ready_line(sock.getsockname()[1]), flush=True)
 
-    server = _Server(_uvicorn_config(app, log_level), ready)
+    server = _Server(_uvicorn_config(app, log_level), ready, on_exit)
     config = server.config
-    if config.loop == "uvloop":
-        import uvloop
-
-        runner: Callable[[Any], Any] = uvloop.run
-    else:
-        runner = asyncio.run
+    runner: Callable[[Any], Any] = asyncio.run
+    if config.loop == "uvloop":  # optional dependency, present with uvicorn[standard]
+        runner = importlib.import_module("uvloop").run
     runner(server.serve(sockets=[sock]))
     if not server.started:
         print("pymq: server failed to start (see the log above)", file=sys.stderr)

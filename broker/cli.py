@@ -1,0 +1,96 @@
+"""``pymq broker``: run one broker in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from broker.config import BrokerConfig
+from broker.store.config import StoreConfig
+from connector.edge import bind_socket, serve
+from connector.errors import PyMQError
+from connector.settings import load_settings
+
+__all__ = ["build_config", "register"]
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--config", type=Path, help="TOML file with broker and store settings (conf/broker-a.toml)")
+    add("--name", dest="broker_name", help="broker name (default broker-a)")
+    add("--cluster", dest="broker_cluster_name", help="cluster name (default DefaultCluster)")
+    add("--id", dest="broker_id", help="broker id: 0 = master (default 0)")
+    add("--host", help="address to bind and to register (default 127.0.0.1)")
+    add("--port", help="port to listen on; 0 picks a free one (default 10911)")
+    add("--namesrv", help='NameServer addresses, "host:port;host:port"')
+    add("--store", dest="store_dir", help="store directory (default ~/.pymq/store/NAME)")
+    add("--flush", dest="flush_disk_type", choices=["async", "sync"],
+        help="ASYNC_FLUSH (default) or SYNC_FLUSH")  # fmt: skip
+    add("--segment-size", dest="mapped_file_size_commit_log",
+        help="CommitLog segment size in bytes (default 1 GiB)")  # fmt: skip
+    add("--auto-create-topic", dest="auto_create_topic_enable",
+        action=argparse.BooleanOptionalAction, default=None,
+        help="create unknown topics on first send from TBW102 (default on)")  # fmt: skip
+    parser.set_defaults(run=_run)
+
+
+def build_config(args: argparse.Namespace, environ: dict[str, str]) -> BrokerConfig:
+    keys = (
+        "broker_name", "broker_cluster_name", "broker_id", "host", "port", "namesrv",
+        "store_dir", "flush_disk_type", "mapped_file_size_commit_log", "auto_create_topic_enable",
+    )  # fmt: skip
+    flags: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
+    return load_settings(
+        BrokerConfig,
+        config_file=args.config,
+        environ=environ,
+        flags=flags,
+        extra_classes=(StoreConfig,),
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        config = build_config(args, dict(os.environ))
+        sock = bind_socket(config.host, config.port)
+    except PyMQError as exc:
+        print(f"pymq broker: {exc.message}", file=sys.stderr)
+        return 2
+    port = sock.getsockname()[1]
+    config = config.with_port(port)
+    logging.basicConfig(
+        level=config.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # imported late: the CLI answers --help and bad flags without loading the store
+    from broker.app import create_app  # noqa: PLC0415
+    from broker.controller import BrokerController  # noqa: PLC0415
+
+    try:
+        controller = BrokerController(config)
+    except PyMQError as exc:
+        print(f"pymq broker: {exc.message}", file=sys.stderr)
+        return 2
+    store_dir = controller.store.config.store_dir
+    namesrv = ";".join(config.namesrv_addrs) or "none"
+
+    def ready(_port: int) -> str:
+        return (
+            f"pymq broker {config.broker_name} ready at http://{config.host}:{port} "
+            f"(cluster {config.broker_cluster_name}, id {config.broker_id}, "
+            f"store {store_dir}, namesrv {namesrv}, "
+            f"{controller.store.config.flush_disk_type.value})"
+        )
+
+    return serve(
+        create_app(controller),
+        sock,
+        ready_line=ready,
+        log_level=config.log_level,
+        on_exit=controller.wake_waiters,
+    )

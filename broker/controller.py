@@ -1,0 +1,154 @@
+"""BrokerController: one broker's parts, wired and started in order.
+
+Store (recovery first), topic and offset tables, processors, the schedule
+service, long polling, metrics and NameServer registration. Shutdown runs in
+reverse: unregister, stop delivering, persist offsets, flush the store and
+remove its abort file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from broker.config import BrokerConfig
+from broker.longpoll import PullRequestHoldService
+from broker.metrics import BrokerMetrics
+from broker.processors import AdminProcessor, PullMessageProcessor, SendMessageProcessor
+from broker.processors.send import SendOutcome
+from broker.registration import BrokerRegistrar
+from broker.schedule import ScheduleMessageService
+from broker.store.aio import FlushWaiter
+from broker.store.offsets import ConsumerOffsetTable
+from broker.store.results import PutMessageResult, PutMessageStatus, RecoveryReport
+from broker.store.store import MessageStore
+from broker.store.topics import TopicConfigTable
+from broker.topic_manager import TopicManager
+from connector.protocol.route import RegisterBrokerRequest, UnregisterBrokerRequest
+
+__all__ = ["BrokerController"]
+
+log = logging.getLogger(__name__)
+OFFSET_PERSIST_INTERVAL_S = 5.0
+
+
+class BrokerController:
+    def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        store_config = config.store_config()
+        self.store = MessageStore(store_config, clock=clock)
+        cfg_dir = store_config.config_dir
+        self.topics = TopicManager(
+            TopicConfigTable(cfg_dir / "topics.json"), config, on_change=self._topics_changed
+        )
+        self.offsets = ConsumerOffsetTable(cfg_dir / "consumerOffset.json")
+        self.send = SendMessageProcessor(self.store, self.topics, config, clock=clock)
+        self.pull = PullMessageProcessor(self.store, self.topics, config)
+        self.admin = AdminProcessor(self.store, self.topics, self.offsets, config)
+        self.schedule = ScheduleMessageService(self.store, config.delay_levels_ms, clock=clock)
+        self.metrics = BrokerMetrics(self.store)
+        self.registrar = BrokerRegistrar(
+            config.namesrv_addrs,
+            self.registration_request,
+            period_ms=config.register_name_server_period_ms,
+            timeout_ms=config.register_timeout_ms,
+        )
+        self.flush_waiter = FlushWaiter()
+        self.hold: PullRequestHoldService | None = None
+        self.recovery: RecoveryReport | None = None
+        self.started_ms = int(clock() * 1000)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.hold = PullRequestHoldService(loop)
+        self.recovery = await asyncio.to_thread(self._start_store)
+        self.store.arrival_listeners.append(self.hold.notify)
+        self.schedule.start()
+        self._tasks.append(asyncio.create_task(self._persist_offsets_periodically()))
+        await self.registrar.start()
+        log.info("broker %s started: %s", self.config.broker_name, self.recovery)
+
+    def _start_store(self) -> RecoveryReport:
+        self.topics.start()
+        self.offsets.load()
+        return self.store.start()
+
+    async def stop(self) -> None:
+        """Unregister, stop delivering, persist offsets, flush, remove the abort file."""
+        await self.registrar.stop(self.unregistration_request())
+        if self.hold is not None:
+            self.hold.wake_all()
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
+        await asyncio.to_thread(self._stop_store)
+        log.info("broker %s stopped cleanly", self.config.broker_name)
+
+    def _stop_store(self) -> None:
+        self.schedule.stop()
+        self.offsets.persist()
+        self.store.shutdown()
+
+    def wake_waiters(self) -> None:
+        """On SIGTERM: long polls answer now instead of holding the shutdown."""
+        if self.hold is not None:
+            self.hold.loop.call_soon_threadsafe(self.hold.wake_all)
+
+    async def _persist_offsets_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(OFFSET_PERSIST_INTERVAL_S)
+            try:
+                await asyncio.to_thread(self.offsets.persist)
+            except OSError:
+                log.exception("persisting consumer offsets failed; retrying")
+
+    # -- registration ------------------------------------------------------------------
+
+    def _topics_changed(self) -> None:
+        self.registrar.register_soon()
+
+    def registration_request(self) -> RegisterBrokerRequest:
+        c = self.config
+        return RegisterBrokerRequest(
+            cluster=c.broker_cluster_name,
+            broker_name=c.broker_name,
+            broker_id=c.broker_id,
+            broker_addr=c.addr,
+            data_version=self.topics.data_version(),
+            topics=self.topics.registration_topics(),
+        )
+
+    def unregistration_request(self) -> UnregisterBrokerRequest:
+        c = self.config
+        return UnregisterBrokerRequest(
+            cluster=c.broker_cluster_name,
+            broker_name=c.broker_name,
+            broker_id=c.broker_id,
+            broker_addr=c.addr,
+        )
+
+    # -- send helpers ------------------------------------------------------------------
+
+    async def stored(self, outcome: SendOutcome) -> PutMessageResult:
+        """The append's result once it is as durable as the flush mode promises."""
+        if outcome.flushed is None:
+            return outcome.put
+        timeout = self.store.config.sync_flush_timeout_ms / 1000
+        try:
+            ok = await asyncio.wait_for(
+                asyncio.shield(self.flush_waiter.wait(outcome.flushed)), timeout
+            )
+        except TimeoutError:
+            ok = False
+        if ok:
+            return outcome.put
+        return PutMessageResult(
+            PutMessageStatus.FLUSH_DISK_TIMEOUT,
+            append=outcome.put.append,
+            message="not flushed within sync_flush_timeout_ms",
+        )

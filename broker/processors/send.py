@@ -1,0 +1,354 @@
+"""Send path: msgCheck, retry/DLQ, delay, append (RocketMQ's SendMessageProcessor).
+
+Every message, single or batch, passes ``check``: broker writable, topic name
+legal and not reserved, topic known (or auto-created from TBW102), topic
+writable, queue id in range. A single message then goes through the retry /
+DLQ rule and the delay rule before it is appended; a batch is validated whole
+by the store (nothing is stored if one entry is bad).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import time
+import zlib
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from broker.config import BrokerConfig
+from broker.store.inner import BatchInner, MessageInner, index_keys
+from broker.store.results import PutMessageResult, PutMessageStatus
+from broker.store.store import MessageStore
+from broker.store.topics import PERM_WRITE, TopicConfig
+from broker.topic_manager import TopicManager
+from connector.errors import (
+    BrokerBusyError,
+    InvalidQueueError,
+    InvalidTopicError,
+    MessageIllegalError,
+    MessageNotExistError,
+    MessageTooLargeError,
+    NoPermissionError,
+    PyMQError,
+    ServiceNotAvailableError,
+    StoreError,
+    TopicNotExistError,
+)
+from connector.protocol.batch import decode_batch
+from connector.protocol.hashing import tags_code
+from connector.protocol.message import MAX_DELAY_LEVEL, SysFlag
+from connector.protocol.msgid import UniqKeyGenerator, decode_offset_msg_id
+from connector.protocol.names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    is_system_topic,
+    validate_group,
+    validate_key,
+    validate_topic,
+)
+from connector.protocol.properties import PropertyKeys, decode_properties, encode_properties
+from connector.protocol.rest import SendBackRequest, SendMessageRequest
+
+__all__ = ["SendMessageProcessor", "SendOutcome", "raise_for_status"]
+
+P = PropertyKeys
+_NOT_STORED: dict[PutMessageStatus, type[PyMQError]] = {
+    PutMessageStatus.MESSAGE_ILLEGAL: MessageIllegalError,
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: MessageIllegalError,
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: ServiceNotAvailableError,
+    PutMessageStatus.OS_PAGE_CACHE_BUSY: BrokerBusyError,
+}
+
+
+def raise_for_status(put: PutMessageResult) -> None:
+    """Stored (possibly not flushed in time) -> return; not stored -> its error."""
+    if put.ok:
+        return
+    cls = _NOT_STORED.get(put.status, StoreError)
+    raise cls(put.message or put.status.value)
+
+
+@dataclass(slots=True)
+class SendOutcome:
+    """An append and, with SYNC_FLUSH, the future of its flush."""
+
+    put: PutMessageResult
+    flushed: Future[bool] | None
+    topic: str
+    queue_id: int
+    msg_id: str = ""
+    count: int = 1
+
+
+class SendMessageProcessor:
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicManager,
+        config: BrokerConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.topics = topics
+        self.config = config
+        self.clock = clock
+        self.delay_levels_ms = config.delay_levels_ms
+        self.uniq = UniqKeyGenerator()
+        self._round_robin = itertools.count()
+
+    # -- msgCheck --------------------------------------------------------------------
+
+    def check(
+        self, topic: str, queue_id: int | None, *, internal: bool = False
+    ) -> tuple[TopicConfig, int]:
+        """The topic's config and the queue to write, or the error that stops the send."""
+        if not self.config.broker_permission & PERM_WRITE:
+            raise NoPermissionError(f"broker {self.config.broker_name} is not writable")
+        validate_topic(topic)
+        if not internal and is_system_topic(topic):
+            raise InvalidTopicError(f"topic {topic} is reserved for the system")
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                cfg = self.topics.retry_topic(topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
+            elif topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+                cfg = self.topics.dlq_topic(topic[len(DLQ_GROUP_TOPIC_PREFIX) :])
+            else:
+                cfg = self.topics.auto_create(topic)
+            if cfg is None:
+                raise TopicNotExistError(
+                    f"topic {topic} does not exist on broker {self.config.broker_name}"
+                    " and auto-create is off"
+                )
+        if not cfg.writable:
+            raise NoPermissionError(f"topic {topic} is not writable")
+        if queue_id is None:
+            queue_id = next(self._round_robin) % cfg.write_queue_nums
+        elif not 0 <= queue_id < max(cfg.read_queue_nums, cfg.write_queue_nums):
+            raise InvalidQueueError(
+                f"queue {queue_id} does not exist: topic {topic} has "
+                f"{max(cfg.read_queue_nums, cfg.write_queue_nums)} queues"
+            )
+        return cfg, queue_id
+
+    def _check_body(self, body: bytes) -> None:
+        if not body:
+            raise MessageIllegalError("message body is empty")
+        limit = self.store.config.max_message_size
+        if len(body) > limit:
+            raise MessageTooLargeError(len(body), limit)
+
+    # -- single messages ---------------------------------------------------------------
+
+    def single_from_request(
+        self, topic: str, req: SendMessageRequest, *, born_host: bytes
+    ) -> MessageInner:
+        """Validate a JSON send and build the message to append (rules applied)."""
+        if req.body_base64 is not None:
+            try:
+                body = base64.b64decode(req.body_base64, validate=True)
+            except (binascii.Error, ValueError):
+                raise MessageIllegalError("body_base64 is not valid base64") from None
+        else:
+            body = (req.body or "").encode("utf-8")
+        self._check_body(body)
+        props = dict(req.properties)
+        for key in req.keys:
+            validate_key(key)
+        if req.tags:
+            props[P.TAGS] = req.tags
+        if req.keys:
+            props[P.KEYS] = P.KEY_SEPARATOR.join(req.keys)
+        if req.delay_level:
+            props[P.DELAY_TIME_LEVEL] = str(req.delay_level)
+        if req.max_reconsume_times is not None:
+            props[P.MAX_RECONSUME_TIMES] = str(req.max_reconsume_times)
+        props.setdefault(P.UNIQ_KEY, self.uniq.next_id())
+        born = req.born_timestamp if req.born_timestamp is not None else int(self.clock() * 1000)
+        return self.route_single(
+            topic,
+            req.queue_id,
+            body,
+            props,
+            flag=req.flag,
+            born_timestamp=born,
+            born_host=born_host,
+            reconsume_times=req.reconsume_times,
+        )
+
+    def route_single(
+        self,
+        topic: str,
+        queue_id: int | None,
+        body: bytes,
+        props: dict[str, str],
+        *,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int,
+        born_host: bytes,
+        reconsume_times: int = 0,
+        internal: bool = False,
+    ) -> MessageInner:
+        """msgCheck, then the retry/DLQ and delay rules; the result is ready to append."""
+        _, queue_id = self.check(topic, queue_id, internal=internal)
+        tag_code = tags_code(props.get(P.TAGS))
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            max_times = self._max_reconsume(props)
+            if reconsume_times >= max_times:
+                group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+                topic, queue_id = self.topics.dlq_topic(group).topic, 0
+                props.pop(P.DELAY_TIME_LEVEL, None)
+        level = self._delay_level(props)
+        if level and not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            props[P.REAL_TOPIC] = topic
+            props[P.REAL_QUEUE_ID] = str(queue_id)
+            props[P.DELAY_TIME_LEVEL] = str(level)
+            topic, queue_id = SCHEDULE_TOPIC, level - 1
+            # the schedule queue's tagsCode is the delivery time (as in RocketMQ)
+            tag_code = int(self.clock() * 1000) + self.delay_levels_ms[level - 1]
+        return MessageInner(
+            topic=topic,
+            queue_id=queue_id,
+            body=body,
+            properties=encode_properties(props),
+            tags_code=tag_code,
+            keys=index_keys(props),
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+            reconsume_times=reconsume_times,
+        )
+
+    def _max_reconsume(self, props: dict[str, str]) -> int:
+        raw = props.get(P.MAX_RECONSUME_TIMES)
+        if raw is not None and raw.isdigit():
+            return int(raw)
+        return self.config.max_reconsume_times
+
+    def _delay_level(self, props: dict[str, str]) -> int:
+        raw = props.get(P.DELAY_TIME_LEVEL)
+        if raw is None:
+            return 0
+        try:
+            level = int(raw)
+        except ValueError:
+            raise MessageIllegalError(f"property DELAY={raw!r} is not a delay level") from None
+        if level < 0:
+            raise MessageIllegalError("delay level must not be negative")
+        return min(level, len(self.delay_levels_ms), MAX_DELAY_LEVEL)
+
+    def put_single(self, inner: MessageInner) -> SendOutcome:
+        put, flushed = self.store.put_message_nowait(inner)
+        raise_for_status(put)
+        props = inner.properties
+        uniq = ""
+        if props:
+            uniq = decode_properties(props).get(P.UNIQ_KEY, "")
+        return SendOutcome(put, flushed, inner.topic, inner.queue_id, uniq)
+
+    # -- batches -----------------------------------------------------------------------
+
+    def put_batch(
+        self,
+        topic: str,
+        queue_id: int | None,
+        data: bytes,
+        *,
+        born_timestamp: int | None,
+        born_host: bytes,
+        compressed: bool = False,
+    ) -> SendOutcome:
+        """Append a wire batch to one queue; the whole batch or nothing.
+
+        ``compressed`` (single messages only) says the body is zlib data the
+        producer compressed; it must inflate, or readers would fail later.
+        """
+        if not data:
+            raise MessageIllegalError("the batch is empty")
+        single = len(data) >= 4 and int.from_bytes(data[:4], "big", signed=True) == len(data)
+        if compressed and not single:
+            raise MessageIllegalError("only a single message may be sent compressed")
+        born = born_timestamp if born_timestamp is not None else int(self.clock() * 1000)
+        if single:
+            # one message: take the single path, so delay and retry rules apply
+            decoded = decode_batch(data, max_message_size=self.store.config.max_message_size)
+            body = decoded.bodies[0]
+            if compressed:
+                _check_inflates(body, self.store.config.max_message_size)
+            inner = self.route_single(
+                topic,
+                queue_id,
+                body,
+                decode_properties(decoded.properties[0]),
+                flag=decoded.flags[0],
+                sys_flag=SysFlag.COMPRESSED if compressed else 0,
+                born_timestamp=born,
+                born_host=born_host,
+            )
+            return self.put_single(inner)
+        _, queue_id = self.check(topic, queue_id)
+        batch = BatchInner(topic, queue_id, data, born_timestamp=born, born_host=born_host)
+        put, flushed = self.store.put_messages_nowait(batch)
+        raise_for_status(put)
+        count = put.append.msg_num if put.append else 0
+        return SendOutcome(put, flushed, topic, queue_id, count=count)
+
+    # -- consumer send-back -----------------------------------------------------------
+
+    def send_back(self, group: str, req: SendBackRequest, *, born_host: bytes) -> MessageInner:
+        """A consumed message comes back: to ``%RETRY%group`` later, or to the DLQ."""
+        validate_group(group)
+        try:
+            _, offset = decode_offset_msg_id(req.offset_msg_id)
+        except (ValueError, PyMQError):
+            raise MessageIllegalError(f"{req.offset_msg_id!r} is not an offset msgId") from None
+        msg = self.store.look_message_by_offset(offset, decompress=False)
+        if msg is None:
+            raise MessageNotExistError(f"no message at offset msgId {req.offset_msg_id}")
+        max_times = (
+            req.max_reconsume_times
+            if req.max_reconsume_times is not None
+            else self._max_reconsume(msg.properties)
+        )
+        props = dict(msg.properties)
+        props.setdefault(P.RETRY_TOPIC, req.origin_topic or msg.topic)
+        props.setdefault(P.ORIGIN_MESSAGE_ID, msg.msg_id)
+        props[P.MAX_RECONSUME_TIMES] = str(max_times)
+        props.pop(P.REAL_TOPIC, None)
+        props.pop(P.REAL_QUEUE_ID, None)
+        if msg.reconsume_times >= max_times or req.delay_level < 0:
+            topic, queue_id = self.topics.dlq_topic(group).topic, 0
+            props.pop(P.DELAY_TIME_LEVEL, None)
+        else:
+            topic, queue_id = self.topics.retry_topic(group).topic, 0
+            level = req.delay_level or 3 + msg.reconsume_times
+            props[P.DELAY_TIME_LEVEL] = str(min(level, len(self.delay_levels_ms)))
+        return self.route_single(
+            topic,
+            queue_id,
+            msg.body,
+            props,
+            flag=msg.flag,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=born_host,
+            reconsume_times=msg.reconsume_times + 1,
+            internal=True,
+        )
+
+
+def _check_inflates(body: bytes, max_size: int) -> None:
+    inflater = zlib.decompressobj()
+    try:
+        inflater.decompress(body, max_size * 64)
+    except zlib.error:
+        raise MessageIllegalError("compressed body is not valid zlib data") from None
+    if not inflater.eof:
+        raise MessageIllegalError("compressed body is truncated or inflates too large")

@@ -1,0 +1,146 @@
+"""JSON bodies of the broker's REST API (snake_case), shared by broker and client.
+
+The binary fast paths (batch send, pull) are described in
+``connector.protocol.wire``; these models are the human-friendly side.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "ConsumerOffset",
+    "ConsumerProgress",
+    "MessageView",
+    "OffsetCommit",
+    "PullResultView",
+    "QueueProgress",
+    "QueueStatus",
+    "SendBackRequest",
+    "SendMessageRequest",
+    "SendResultView",
+    "TopicConfigBody",
+    "TopicStatus",
+]
+
+MAX_I64 = (1 << 63) - 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SendMessageRequest(_Model):
+    """One message: ``body`` (UTF-8 text) or ``body_base64``, never both."""
+
+    body: str | None = None
+    body_base64: str | None = None
+    tags: str | None = Field(default=None, max_length=1024)
+    keys: list[str] = Field(default_factory=list, max_length=64)
+    properties: dict[str, str] = Field(default_factory=dict)
+    queue_id: int | None = Field(default=None, ge=0, le=MAX_I64)
+    delay_level: int = Field(default=0, ge=0)
+    flag: int = Field(default=0, ge=-(1 << 31), lt=1 << 31)
+    born_timestamp: int | None = Field(default=None, ge=0, le=MAX_I64)
+    reconsume_times: int = Field(default=0, ge=0, lt=1 << 31)
+    max_reconsume_times: int | None = Field(default=None, ge=0, lt=1 << 31)
+
+    @model_validator(mode="after")
+    def _one_body(self) -> SendMessageRequest:
+        if (self.body is None) == (self.body_base64 is None):
+            raise ValueError("give exactly one of body and body_base64")
+        return self
+
+
+class SendResultView(_Model):
+    status: str
+    msg_id: str
+    offset_msg_id: str
+    queue_id: int
+    queue_offset: int
+    topic: str | None = None
+    broker_name: str | None = None
+
+
+class MessageView(_Model):
+    msg_id: str
+    offset_msg_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    body_base64: str
+    tags: str | None
+    keys: list[str]
+    properties: dict[str, str]
+    born_timestamp: int
+    store_timestamp: int
+    reconsume_times: int
+    sys_flag: int = 0
+    flag: int = 0
+
+
+class PullResultView(_Model):
+    status: str
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageView]
+
+
+class TopicConfigBody(_Model):
+    read_queue_nums: int = Field(default=8, ge=1, le=1024)
+    write_queue_nums: int = Field(default=8, ge=1, le=1024)
+    perm: int = 6
+    order: bool = False
+
+
+class QueueStatus(_Model):
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int = 0
+
+
+class TopicStatus(_Model):
+    topic: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    order: bool = False
+    queues: list[QueueStatus] = Field(default_factory=list)
+
+
+class OffsetCommit(_Model):
+    offset: int = Field(ge=0, le=MAX_I64)
+
+
+class ConsumerOffset(_Model):
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+
+
+class QueueProgress(_Model):
+    topic: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    lag: int
+    last_timestamp: int = 0
+
+
+class ConsumerProgress(_Model):
+    group: str
+    total_lag: int
+    queues: list[QueueProgress]
+
+
+class SendBackRequest(_Model):
+    """A consumer gives a message back: retry later, or dead-letter it."""
+
+    offset_msg_id: str = Field(min_length=32, max_length=32)
+    delay_level: int = 0  # 0: the broker picks 3 + reconsume times; < 0: straight to the DLQ
+    max_reconsume_times: int | None = Field(default=None, ge=0, lt=1 << 31)
+    origin_topic: str | None = None
