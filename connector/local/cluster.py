@@ -1,0 +1,103 @@
+"""A dev cluster on loopback: N NameServers and M brokers, as child processes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from connector.local.process import ServerProcess
+
+__all__ = ["LocalCluster", "broker_names"]
+
+
+def broker_names(n: int) -> list[str]:
+    """broker-a, broker-b, ... broker-z, broker-27, ..."""
+    return [f"broker-{chr(ord('a') + i)}" if i < 26 else f"broker-{i + 1}" for i in range(n)]
+
+
+class LocalCluster:
+    """Start NameServers first, then brokers pointing at all of them; stop in reverse."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        brokers: int = 2,
+        namesrvs: int = 1,
+        host: str = "127.0.0.1",
+        broker_args: list[str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self.env = dict(os.environ if env is None else env)
+        self.broker_args = broker_args or []
+        self.namesrvs = [
+            ServerProcess(
+                "namesrv",
+                ["--host", host, "--port", "0", "--data", str(self.data_dir / f"namesrv-{i}")],
+                log_path=self.data_dir / "logs" / f"namesrv-{i}.log",
+                env=self.env,
+                name=f"namesrv-{i}",
+            )
+            for i in range(namesrvs)
+        ]
+        self.brokers: list[ServerProcess] = []
+        self._broker_count = brokers
+
+    @property
+    def namesrv_addr(self) -> str:
+        return ";".join(p.addr for p in self.namesrvs)
+
+    def broker(self, name: str) -> ServerProcess:
+        for b in self.brokers:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    def start(self, timeout_s: float = 60.0) -> LocalCluster:
+        try:
+            for ns in self.namesrvs:
+                ns.start(timeout_s)
+            for name in broker_names(self._broker_count):
+                self.brokers.append(self._broker_process(name).start(timeout_s))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _broker_process(self, name: str) -> ServerProcess:
+        args = [
+            "--name", name, "--host", self.host, "--port", "0",
+            "--namesrv", self.namesrv_addr, "--store", str(self.data_dir / name),
+            *self.broker_args,
+        ]  # fmt: skip
+        return ServerProcess(
+            "broker", args, log_path=self.data_dir / "logs" / f"{name}.log", env=self.env, name=name
+        )
+
+    def restart_broker(self, name: str, *, crash: bool = False, timeout_s: float = 60.0) -> None:
+        """Stop a broker (SIGKILL if ``crash``) and start it again on the same store.
+
+        It comes back on a new port unless the original args pinned one.
+        """
+        old = self.broker(name)
+        if crash:
+            old.kill()
+        else:
+            old.terminate()
+        new = self._broker_process(name).start(timeout_s)
+        self.brokers[self.brokers.index(old)] = new
+
+    def stop(self) -> dict[str, int | None]:
+        codes: dict[str, int | None] = {}
+        for proc in [*reversed(self.brokers), *reversed(self.namesrvs)]:
+            codes[proc.name] = proc.terminate()
+        return codes
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
