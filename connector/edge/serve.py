@@ -86,6 +86,9 @@ class _Server(uvicorn.Server):
         if self._on_exit is not None and not self.should_exit:
             self._on_exit()
         super().handle_exit(sig, frame)
+        # uvicorn re-raises a captured signal after its graceful shutdown, so the
+        # process would die of it (exit -15); a clean stop is a normal exit here
+        self._captured_signals.clear()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)

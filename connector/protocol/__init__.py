@@ -15,15 +15,43 @@ from connector.protocol.msgid import (
 from connector.protocol.names import validate_group, validate_topic
 from connector.protocol.properties import PropertyKeys, decode_properties, encode_properties
 from connector.protocol.record import decode_record, encode_record
+from connector.protocol.route import (
+    BrokerData,
+    ClusterInfo,
+    DataVersion,
+    KvEntry,
+    KvValue,
+    LiveBroker,
+    QueueData,
+    RegisterBrokerRequest,
+    RegisterBrokerResult,
+    TopicList,
+    TopicQueueConfig,
+    TopicRouteData,
+    UnregisterBrokerRequest,
+)
 
 __all__ = [
+    "BrokerData",
+    "ClusterInfo",
+    "DataVersion",
     "DecodedBatch",
+    "KvEntry",
+    "KvValue",
+    "LiveBroker",
     "Message",
     "MessageExt",
     "MessageQueue",
     "PropertyKeys",
+    "QueueData",
+    "RegisterBrokerRequest",
+    "RegisterBrokerResult",
     "SysFlag",
+    "TopicList",
+    "TopicQueueConfig",
+    "TopicRouteData",
     "UniqKeyGenerator",
+    "UnregisterBrokerRequest",
     "decode_batch",
     "decode_offset_msg_id",
     "decode_properties",

@@ -1,0 +1,179 @@
+"""Route models: what brokers register with a NameServer and what clients read back.
+
+The JSON is snake_case. RocketMQ's names map one to one (``brokerName`` ->
+``broker_name``, ``queueDatas`` -> ``queues``, ``brokerDatas`` -> ``brokers``).
+Models validate what arrives over the wire; unknown fields are ignored so an
+older NameServer accepts a newer broker's registration.
+
+Permission bits (``perm``) are RocketMQ's ``PermName``: 4 read, 2 write, 1 inherit.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from connector.protocol.names import validate_topic
+
+__all__ = [
+    "MASTER_ID",
+    "PERM_INHERIT",
+    "PERM_READ",
+    "PERM_WRITE",
+    "BrokerData",
+    "ClusterInfo",
+    "DataVersion",
+    "KvEntry",
+    "KvValue",
+    "LiveBroker",
+    "QueueData",
+    "RegisterBrokerRequest",
+    "RegisterBrokerResult",
+    "TopicList",
+    "TopicQueueConfig",
+    "TopicRouteData",
+    "UnregisterBrokerRequest",
+]
+
+MASTER_ID = 0
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
+_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,127}$"
+_MAX_QUEUE_NUMS = 65_535
+
+
+def _check_addr(addr: str) -> str:
+    """``host:port`` with a non-empty host and a port in 1..65535 (``[v6]:port`` too)."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ValueError(f"broker address {addr!r} is not host:port")
+    if any(c.isspace() for c in addr) or "/" in addr:
+        raise ValueError(f"broker address {addr!r} contains whitespace or '/'")
+    return addr
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class DataVersion(_Model):
+    """Version of a broker's topic config: changes whenever a topic is created/updated."""
+
+    timestamp: int = Field(ge=0, description="ms since the epoch of the last change")
+    counter: int = Field(ge=0, description="changes since the broker started")
+
+
+class TopicQueueConfig(_Model):
+    """One topic as a broker reports it in a registration."""
+
+    read_queue_nums: int = Field(ge=0, le=_MAX_QUEUE_NUMS)
+    write_queue_nums: int = Field(ge=0, le=_MAX_QUEUE_NUMS)
+    perm: int = Field(ge=0, le=7, description="PermName bits: 4 read, 2 write, 1 inherit")
+    topic_sys_flag: int = 0
+    order: bool = False
+
+
+class _BrokerIdentity(_Model):
+    cluster: str = Field(pattern=_NAME_PATTERN)
+    broker_name: str = Field(pattern=_NAME_PATTERN)
+    broker_id: int = Field(ge=0, description="0 is the master, >0 a slave")
+    broker_addr: str = Field(description="host:port of the broker's HTTP service")
+
+    @field_validator("broker_addr")
+    @classmethod
+    def _addr(cls, value: str) -> str:
+        return _check_addr(value)
+
+
+class RegisterBrokerRequest(_BrokerIdentity):
+    """A broker's heartbeat: its identity and its full topic config.
+
+    Reserved topics such as TBW102 are legal here (a broker with auto-create
+    on registers TBW102); only the name rules of ``validate_topic`` apply.
+    """
+
+    data_version: DataVersion
+    topics: dict[str, TopicQueueConfig] = Field(default_factory=dict)
+
+    @field_validator("topics")
+    @classmethod
+    def _topic_names(cls, value: dict[str, TopicQueueConfig]) -> dict[str, TopicQueueConfig]:
+        for topic in value:
+            validate_topic(topic)
+        return value
+
+
+class RegisterBrokerResult(_Model):
+    """The answer to a registration: the master address of the broker's group, if known."""
+
+    ok: bool = True
+    master_addr: str | None = None
+
+
+class UnregisterBrokerRequest(_BrokerIdentity):
+    """Sent by a broker that shuts down cleanly."""
+
+
+class QueueData(_Model):
+    """The queues one broker (group) holds for one topic."""
+
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+
+class BrokerData(_Model):
+    """A broker group: ``addrs`` maps broker id (as a string, ``"0"`` = master) to host:port."""
+
+    cluster: str
+    broker_name: str
+    addrs: dict[str, str] = Field(default_factory=dict)
+
+    def master_addr(self) -> str | None:
+        """The master's address, or None while the group has no live master."""
+        return self.addrs.get(str(MASTER_ID))
+
+
+class TopicRouteData(_Model):
+    """Where a topic lives: its queues per broker and those brokers' addresses."""
+
+    topic: str
+    queues: list[QueueData]
+    brokers: list[BrokerData]
+    order_topic_conf: str | None = None
+
+
+class LiveBroker(_Model):
+    """One broker process the NameServer has heard from recently."""
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+    addr: str
+    last_update_timestamp: int = Field(description="ms since the epoch of the last heartbeat")
+    data_version: DataVersion
+
+
+class ClusterInfo(_Model):
+    """Clusters with their (sorted) broker names, every broker group, every live broker."""
+
+    clusters: dict[str, list[str]]
+    brokers: list[BrokerData]
+    live: list[LiveBroker]
+
+
+class TopicList(_Model):
+    topics: list[str]
+
+
+class KvEntry(_Model):
+    namespace: str
+    key: str
+    value: str
+
+
+class KvValue(_Model):
+    value: str

@@ -1,0 +1,64 @@
+"""NameServer settings: one frozen dataclass, defaults in one place (RocketMQ's values)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from connector.errors import ConfigError
+
+__all__ = ["DEFAULT_DATA_DIR", "KV_CONFIG_FILE", "LOG_LEVELS", "NamesrvConfig"]
+
+DEFAULT_DATA_DIR = Path("~/.pymq/namesrv")
+KV_CONFIG_FILE = "kvConfig.json"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NamesrvConfig:
+    """Everything a NameServer needs; times carry their unit in the name.
+
+    - ``host`` / ``port``: where the HTTP service listens (default 127.0.0.1:9876;
+      port 0 picks a free port).
+    - ``data_dir``: holds ``kvConfig.json``; None means ``~/.pymq/namesrv``.
+    - ``scan_not_active_broker_interval_ms``: how often expired brokers are
+      looked for (10 000 ms, RocketMQ 4's value).
+    - ``broker_channel_expired_time_ms``: a broker silent this long is removed
+      from every table (120 000 ms).
+    - ``log_level``: one of critical, error, warning, info, debug, trace.
+    - ``extra``: settings this class does not know (kept, never rejected).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 9876
+    data_dir: Path | None = None
+    scan_not_active_broker_interval_ms: int = 10_000
+    broker_channel_expired_time_ms: int = 120_000
+    log_level: str = "warning"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.data_dir is not None:
+            object.__setattr__(self, "data_dir", Path(self.data_dir).expanduser())
+        if not self.host:
+            raise ConfigError("host must not be empty")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port {self.port} is out of range 0..65535")
+        for name in ("scan_not_active_broker_interval_ms", "broker_channel_expired_time_ms"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        level = self.log_level.lower()
+        if level not in LOG_LEVELS:
+            raise ConfigError(f"log_level {self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
+        object.__setattr__(self, "log_level", level)
+
+    @property
+    def resolved_data_dir(self) -> Path:
+        """``data_dir``, or ``~/.pymq/namesrv`` when it is unset."""
+        return self.data_dir if self.data_dir is not None else DEFAULT_DATA_DIR.expanduser()
+
+    @property
+    def kv_config_path(self) -> Path:
+        """The KV config file: ``<data dir>/kvConfig.json``."""
+        return self.resolved_data_dir / KV_CONFIG_FILE
