@@ -8,8 +8,7 @@ mapped to ``{"code", "message"}`` once, by ``connector.edge``.
 
 from __future__ import annotations
 
-import base64
-import time
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -18,14 +17,22 @@ from fastapi import Depends, FastAPI, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from broker.controller import BrokerController
-from broker.processors.pull import PullOutcome, parse_tags
-from broker.processors.send import SendOutcome
-from broker.store.results import PutMessageResult
+from broker.hotpath import (
+    HotPath,
+    born_host,
+    check_batch_headers,
+    json_pull,
+    message_json,
+    pull_with_wait,
+    records_payload,
+    send_batch,
+    send_result,
+    send_single,
+)
+from broker.processors.pull import parse_tags
 from connector import __version__
 from connector.edge import install_error_handlers
-from connector.errors import MessageTooLargeError, UnsupportedMediaTypeError
-from connector.protocol.message import MessageExt
-from connector.protocol.msgid import encode_host, encode_offset_msg_id
+from connector.errors import UnsupportedMediaTypeError
 from connector.protocol.rest import (
     MAX_I64,
     ConsumerOffset,
@@ -39,19 +46,13 @@ from connector.protocol.rest import (
     TopicConfigBody,
     TopicStatus,
 )
-from connector.protocol.status import PullStatus, SendStatus
 from connector.protocol.wire import (
     BATCH_CONTENT_TYPE,
-    H_MAX_OFFSET,
-    H_MIN_OFFSET,
-    H_NEXT_BEGIN_OFFSET,
-    H_STATUS,
     RECORDS_CONTENT_TYPE,
 )
 
 __all__ = ["create_app"]
 
-_LOCALHOST = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
 _BATCH_DOC = {
     "requestBody": {
         "required": True,
@@ -77,15 +78,10 @@ _PULL_DOC: dict[int | str, dict[str, Any]] = {
 
 def _born_host(request: Request) -> bytes:
     client = request.client
-    if client is None:
-        return _LOCALHOST
-    try:
-        return encode_host(client.host, client.port)
-    except ValueError:  # IPv6 peers: the v1 record layout holds IPv4 only
-        return _LOCALHOST
+    return born_host((client.host, client.port) if client else None)
 
 
-def _json_body(request: Request) -> None:
+async def _json_body(request: Request) -> None:
     ctype = request.headers.get("content-type", "")
     if not ctype.split(";")[0].strip().lower().endswith(("/json", "+json")):
         raise UnsupportedMediaTypeError(f"expected application/json, got {ctype or 'nothing'}")
@@ -94,34 +90,20 @@ def _json_body(request: Request) -> None:
 JsonBody = Depends(_json_body)
 
 
-def _send_status(put: PutMessageResult) -> str:
-    try:
-        return SendStatus(put.status.value).value
-    except ValueError:
-        return SendStatus.SEND_OK.value if put.status.value == "PUT_OK" else put.status.value
+class BrokerApp(FastAPI):
+    """FastAPI with ``broker.hotpath`` in front: hot requests skip the routing stack."""
+
+    hot: HotPath | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.hot is not None:
+            await self.hot(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
 
 
-def message_view(msg: MessageExt) -> MessageView:
-    return MessageView(
-        msg_id=msg.msg_id,
-        offset_msg_id=msg.offset_msg_id,
-        topic=msg.topic,
-        queue_id=msg.queue_id,
-        queue_offset=msg.queue_offset,
-        commit_log_offset=msg.commit_log_offset,
-        body_base64=base64.b64encode(msg.body).decode("ascii"),
-        tags=msg.tags,
-        keys=msg.keys,
-        properties=msg.properties,
-        born_timestamp=msg.born_timestamp,
-        store_timestamp=msg.store_timestamp,
-        reconsume_times=msg.reconsume_times,
-        sys_flag=msg.sys_flag,
-        flag=msg.flag,
-    )
-
-
-def create_app(controller: BrokerController) -> FastAPI:
+def create_app(controller: BrokerController, *, hot_path: bool = True) -> FastAPI:
+    """The broker's ASGI app; ``hot_path=False`` serves everything through FastAPI."""
     ctrl = controller
     cfg = ctrl.config
     metrics = ctrl.metrics
@@ -134,7 +116,7 @@ def create_app(controller: BrokerController) -> FastAPI:
         finally:
             await ctrl.stop()
 
-    app = FastAPI(
+    app = BrokerApp(
         title=f"pymq broker {cfg.broker_name}",
         version=__version__,
         lifespan=lifespan,
@@ -142,18 +124,9 @@ def create_app(controller: BrokerController) -> FastAPI:
     )
     install_error_handlers(app)
     app.state.controller = ctrl
-
-    def _send_result(outcome: SendOutcome, put: PutMessageResult) -> SendResultView:
-        assert put.append is not None
-        return SendResultView(
-            status=_send_status(put),
-            msg_id=outcome.msg_id,
-            offset_msg_id=encode_offset_msg_id(ctrl.store.store_host, put.append.wrote_offset),
-            queue_id=outcome.queue_id,
-            queue_offset=put.append.queue_offset,
-            topic=outcome.topic,
-            broker_name=cfg.broker_name,
-        )
+    if hot_path:
+        fallback = functools.partial(FastAPI.__call__, app)
+        app.hot = HotPath(fallback, ctrl)
 
     # -- health and metrics -------------------------------------------------------------
 
@@ -197,66 +170,30 @@ def create_app(controller: BrokerController) -> FastAPI:
         ctrl.admin.delete_topic(topic)
         return {"ok": True, "topic": topic}
 
-    # -- send ---------------------------------------------------------------------------
+    # -- send (served by broker.hotpath; these routes document it and behave the same) ---
 
     @app.post("/topics/{topic}/messages", tags=["send"], dependencies=[JsonBody])
     async def send_message(topic: str, req: SendMessageRequest, request: Request) -> SendResultView:
-        t0 = time.perf_counter()
-        inner = ctrl.send.single_from_request(topic, req, born_host=_born_host(request))
-        outcome = ctrl.send.put_single(inner)
-        put = await ctrl.stored(outcome)
-        metrics.send_messages.inc()
-        metrics.send_latency.labels("single").observe(time.perf_counter() - t0)
-        return _send_result(outcome, put)
+        return SendResultView(**await send_single(ctrl, topic, req, _born_host(request)))
 
     @app.post("/topics/{topic}/messages/batch", tags=["send"], openapi_extra=_BATCH_DOC)
-    async def send_batch(
+    async def send_batch_route(
         topic: str,
         request: Request,
         queue_id: Annotated[int | None, Query(ge=0, le=MAX_I64)] = None,
         born_timestamp: Annotated[int | None, Query(ge=0, le=MAX_I64)] = None,
         compressed: bool = False,
     ) -> dict[str, Any]:
-        t0 = time.perf_counter()
-        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if ctype != BATCH_CONTENT_TYPE:
-            raise UnsupportedMediaTypeError(
-                f"expected {BATCH_CONTENT_TYPE}, got {ctype or 'nothing'}"
-            )
-        limit = ctrl.store.config.max_message_size
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit + (limit >> 2):
-            raise MessageTooLargeError(int(declared), limit)
+        check_batch_headers(
+            ctrl,
+            request.headers.get("content-type", ""),
+            request.headers.get("content-length", ""),
+        )
         data = await request.body()
-        outcome = ctrl.send.put_batch(
-            topic,
-            queue_id,
-            data,
-            born_timestamp=born_timestamp,
-            born_host=_born_host(request),
-            compressed=compressed,
-        )
-        put = await ctrl.stored(outcome)
-        append = put.append
-        assert append is not None
-        metrics.send_messages.inc(append.msg_num)
-        metrics.send_latency.labels("batch").observe(time.perf_counter() - t0)
-        offsets = (
-            append.offsets_array.tolist()
-            if append.offsets_array is not None
-            else [append.wrote_offset]
-        )
-        return {
-            "status": _send_status(put),
-            "topic": outcome.topic,
-            "broker_name": cfg.broker_name,
-            "queue_id": outcome.queue_id,
-            "queue_offset": append.queue_offset,
-            "count": append.msg_num,
-            "msg_id": outcome.msg_id,
-            "store_host": ctrl.store.store_host.hex().upper(),
-            "commit_log_offsets": offsets,
-        }
+        return await send_batch(
+            ctrl, topic, data, _born_host(request),
+            queue_id=queue_id, born_timestamp=born_timestamp, compressed=compressed,
+        )  # fmt: skip
 
     # -- pull ---------------------------------------------------------------------------
 
@@ -270,64 +207,12 @@ def create_app(controller: BrokerController) -> FastAPI:
         tags: Annotated[str | None, Query(max_length=4096)] = None,
         wait_ms: Annotated[int, Query(ge=0, le=MAX_I64)] = 0,
     ) -> Any:
-        t0 = time.perf_counter()
         tagset = parse_tags(tags)
-        out = ctrl.pull.pull(topic, queue_id, offset, max, tags=tagset)
-        if out.status is PullStatus.NO_NEW_MSG and wait_ms > 0 and cfg.long_polling_enable:
-            assert ctrl.hold is not None
-            waited = min(wait_ms, cfg.max_pull_wait_ms) / 1000
-            if await ctrl.hold.wait(
-                topic,
-                queue_id,
-                out.next_begin_offset,
-                waited,
-                lambda: ctrl.store.get_max_offset_in_queue(topic, queue_id),
-            ):
-                t0 = time.perf_counter()
-                out = ctrl.pull.pull(topic, queue_id, offset, max, tags=tagset)
-        metrics.pull_requests.labels(out.status.value).inc()
-        response: Response | PullResultView
+        out = await pull_with_wait(ctrl, topic, queue_id, offset, max, tagset, wait_ms)
         if RECORDS_CONTENT_TYPE in request.headers.get("accept", ""):
-            response = _records_response(out)
-        else:
-            response = _json_pull(out, tagset)
-        metrics.pull_latency.observe(time.perf_counter() - t0)
-        return response
-
-    def _records_response(out: PullOutcome) -> Response:
-        body = b""
-        if out.result is not None:
-            runs = out.result.runs
-            body = runs[0].data if len(runs) == 1 else b"".join(r.data for r in runs)
-            metrics.pull_messages.inc(out.result.message_count)
-        return Response(
-            body,
-            media_type=RECORDS_CONTENT_TYPE,
-            headers={
-                H_STATUS: out.status.value,
-                H_NEXT_BEGIN_OFFSET: str(out.next_begin_offset),
-                H_MIN_OFFSET: str(out.min_offset),
-                H_MAX_OFFSET: str(out.max_offset),
-            },
-        )
-
-    def _json_pull(out: PullOutcome, tagset: frozenset[str] | None) -> PullResultView:
-        views: list[MessageView] = []
-        if out.result is not None:
-            msgs = out.result.messages()
-            metrics.pull_messages.inc(len(msgs))
-            # the broker filters by tag hash; exact tags are checked here (hash collisions)
-            views = [message_view(m) for m in msgs if tagset is None or m.tags in tagset]
-        status = out.status
-        if status is PullStatus.FOUND and not views:
-            status = PullStatus.NO_MATCHED_MSG
-        return PullResultView(
-            status=status.value,
-            next_begin_offset=out.next_begin_offset,
-            min_offset=out.min_offset,
-            max_offset=out.max_offset,
-            messages=views,
-        )
+            body, headers = records_payload(ctrl, out)
+            return Response(body, media_type=RECORDS_CONTENT_TYPE, headers=headers)
+        return PullResultView(**json_pull(ctrl, out, tagset))
 
     @app.get("/topics/{topic}/queues/{queue_id}/offsets", tags=["pull"])
     async def queue_offsets(topic: str, queue_id: int) -> dict[str, int]:
@@ -346,7 +231,7 @@ def create_app(controller: BrokerController) -> FastAPI:
 
     @app.get("/messages/{msg_id}", tags=["query"])
     async def message_by_id(msg_id: str) -> MessageView:
-        return message_view(ctrl.admin.message_by_id(msg_id))
+        return MessageView(**message_json(ctrl.admin.message_by_id(msg_id)))
 
     @app.get("/topics/{topic}/messages", tags=["query"])
     async def messages_by_key(
@@ -355,7 +240,7 @@ def create_app(controller: BrokerController) -> FastAPI:
         max: Annotated[int, Query(ge=1, le=1000)] = 32,
     ) -> dict[str, list[MessageView]]:
         msgs = ctrl.admin.messages_by_key(topic, key, max)
-        return {"messages": [message_view(m) for m in msgs]}
+        return {"messages": [MessageView(**message_json(m)) for m in msgs]}
 
     # -- consumers ----------------------------------------------------------------------
 
@@ -379,6 +264,6 @@ def create_app(controller: BrokerController) -> FastAPI:
         inner = ctrl.send.send_back(group, req, born_host=_born_host(request))
         outcome = ctrl.send.put_single(inner)
         put = await ctrl.stored(outcome)
-        return _send_result(outcome, put)
+        return SendResultView(**send_result(ctrl, outcome, put))
 
     return app

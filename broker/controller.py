@@ -25,6 +25,7 @@ from broker.store.offsets import ConsumerOffsetTable
 from broker.store.results import PutMessageResult, PutMessageStatus, RecoveryReport
 from broker.store.store import MessageStore
 from broker.store.topics import TopicConfigTable
+from broker.store.warmup import warm_up_kernels
 from broker.topic_manager import TopicManager
 from connector.protocol.route import RegisterBrokerRequest, UnregisterBrokerRequest
 
@@ -74,6 +75,7 @@ class BrokerController:
         log.info("broker %s started: %s", self.config.broker_name, self.recovery)
 
     def _start_store(self) -> RecoveryReport:
+        warm_up_kernels()
         self.topics.start()
         self.offsets.load()
         return self.store.start()

@@ -155,7 +155,10 @@ class SendMessageProcessor:
             except (binascii.Error, ValueError):
                 raise MessageIllegalError("body_base64 is not valid base64") from None
         else:
-            body = (req.body or "").encode("utf-8")
+            try:
+                body = (req.body or "").encode("utf-8")
+            except UnicodeEncodeError:  # JSON may carry lone surrogates ("\ud800")
+                raise MessageIllegalError("body is not valid Unicode text") from None
         self._check_body(body)
         props = dict(req.properties)
         for key in req.keys:
@@ -194,11 +197,15 @@ class SendMessageProcessor:
         born_host: bytes,
         reconsume_times: int = 0,
         internal: bool = False,
+        retry_rule: bool = True,
     ) -> MessageInner:
-        """msgCheck, then the retry/DLQ and delay rules; the result is ready to append."""
+        """msgCheck, then the retry/DLQ and delay rules; the result is ready to append.
+
+        ``retry_rule=False``: the caller (send-back) already chose retry or DLQ.
+        """
         _, queue_id = self.check(topic, queue_id, internal=internal)
         tag_code = tags_code(props.get(P.TAGS))
-        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        if retry_rule and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             max_times = self._max_reconsume(props)
             if reconsume_times >= max_times:
                 group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
@@ -341,6 +348,10 @@ class SendMessageProcessor:
             born_host=born_host,
             reconsume_times=msg.reconsume_times + 1,
             internal=True,
+            # decided above on the consumed message's count, as RocketMQ's
+            # consumerSendMsgBack does; re-checking the incremented count here
+            # would dead-letter one retry early
+            retry_rule=False,
         )
 
 

@@ -82,6 +82,7 @@ class MessageStore:
         self.arrival_listeners: list[ArrivalListener] = []
         self.last_flush_seconds = 0.0
         self._put_lock = threading.Lock()
+        self._queues_lock = threading.Lock()
         self._valid_topics: set[str] = set()
         self._last_store_ts = 0
         self._group_commit: GroupCommitService | None = None
@@ -141,20 +142,24 @@ class MessageStore:
         self.running = False
         with self._put_lock:
             pass  # wait for an append in progress
+        self._stop_services()
+        self.commit_log.flush(0)
+        self.flush_queues_and_checkpoint(clean=True)
+        self.config.abort_path.unlink(missing_ok=True)
+        self.close()
+
+    def _stop_services(self) -> None:
         for service in self._services:
             service.stop()
         self._services = []
         if self._group_commit is not None:
             self._group_commit.stop()
             self._group_commit = None
-        self.commit_log.flush(0)
-        self.flush_queues_and_checkpoint(clean=True)
-        self.config.abort_path.unlink(missing_ok=True)
-        self.close()
 
     def close(self) -> None:
-        """Unmap every file without flushing (tests use it to simulate a crash)."""
+        """Stop background work and unmap every file without flushing (a crash, for tests)."""
         self.running = False
+        self._stop_services()
         for queues in self.queues.values():
             for cq in queues.values():
                 cq.close()
@@ -175,9 +180,10 @@ class MessageStore:
         with self._put_lock:
             dispatched = self.dispatched_offset
             snapshot = self.queue_offsets()
-        for queues in list(self.queues.values()):
-            for cq in list(queues.values()):
-                cq.flush()
+        with self._queues_lock:  # delete_topic must not close a queue being flushed
+            for queues in list(self.queues.values()):
+                for cq in list(queues.values()):
+                    cq.flush()
         self.index.flush()
         now = int(self.clock() * 1000)
         cp = Checkpoint(
@@ -231,10 +237,11 @@ class MessageStore:
 
     def delete_topic(self, topic: str) -> None:
         """Forget a topic's queues (its records stay in the log until retention)."""
-        with self._put_lock:
-            queues = self.queues.pop(topic, {})
-        for cq in queues.values():
-            cq.destroy()
+        with self._queues_lock:
+            with self._put_lock:
+                queues = self.queues.pop(topic, {})
+            for cq in queues.values():
+                cq.destroy()
         path = self.config.consume_queue_dir / validate_topic(topic)
         if path.exists():
             shutil.rmtree(path)

@@ -8,6 +8,8 @@ the same body, so a client parses one shape whatever went wrong.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -16,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from connector.errors import PyMQError
 
-__all__ = ["error_response", "install_error_handlers"]
+__all__ = ["error_response", "install_error_handlers", "validation_message"]
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +35,10 @@ def error_response(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"code": code, "message": message}, status_code=status)
 
 
-def _validation_message(exc: RequestValidationError) -> str:
+def validation_message(errors: Sequence[Any]) -> str:
+    """pydantic's error list as one readable line (the first three problems)."""
     parts = []
-    for err in exc.errors()[:3]:
+    for err in list(errors)[:3]:
         where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "request"
         parts.append(f"{where}: {err.get('msg', 'invalid')}")
     return "; ".join(parts) or "invalid request"
@@ -48,7 +51,7 @@ async def _pymq_error(_request: Request, exc: Exception) -> JSONResponse:
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return error_response(400, "BAD_REQUEST", _validation_message(exc))
+    return error_response(400, "BAD_REQUEST", validation_message(exc.errors()))
 
 
 async def _http_error(_request: Request, exc: Exception) -> JSONResponse:

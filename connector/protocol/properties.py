@@ -56,7 +56,10 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
             if NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
                 raise InvalidKeyError(f"property {name!r} contains a \\x01 or \\x02 separator")
         parts.append(f"{name}\x01{value}\x02")
-    return "".join(parts).encode("utf-8")
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates, e.g. from JSON "\ud800"
+        raise InvalidKeyError("a property name or value is not valid Unicode text") from None
 
 
 def decode_properties(data: bytes | memoryview) -> dict[str, str]:
