@@ -57,7 +57,7 @@ def _field_types(classes: tuple[type[Any], ...]) -> dict[str, Any]:
     for cls in classes:
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
-            if f.init and not f.name.startswith("_"):
+            if f.init and not f.name.startswith("_") and f.name != "extra":
                 types_.setdefault(f.name, hints[f.name])
     return types_
 
