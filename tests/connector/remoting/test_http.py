@@ -1,0 +1,134 @@
+"""The keep-alive HTTP client against a real HTTP/1.1 server on loopback."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import pytest
+
+from connector.errors import ConnectError, RemotingError, RemotingTimeoutError
+from connector.remoting import HttpConnection, HttpPool
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    connections: ClassVar[set[int]] = set()
+    release: ClassVar[threading.Event] = threading.Event()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _reply(self, body: bytes, status: int = 200, close: bool = False) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Peer", str(self.client_address[1]))
+        if close:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        if close:
+            self.close_connection = True
+
+    def do_GET(self) -> None:
+        Handler.connections.add(self.client_address[1])
+        if self.path == "/chunked":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for part in (b"hello ", b"world"):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+        elif self.path == "/close":
+            self._reply(b"bye", close=True)
+        elif self.path == "/slow":
+            Handler.release.wait(5)
+            self._reply(b"late")
+        elif self.path == "/missing":
+            self._reply(b'{"code":"NOT_FOUND"}', status=404)
+        else:
+            self._reply(b"ok:" + self.path.encode())
+
+    def do_POST(self) -> None:
+        n = int(self.headers["Content-Length"])
+        self._reply(self.rfile.read(n)[::-1])
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    Handler.connections.clear()
+    Handler.release.clear()
+    yield f"127.0.0.1:{srv.server_address[1]}"
+    Handler.release.set()
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_keep_alive_reuses_one_connection(server: str) -> None:
+    conn = HttpConnection(server)
+    peers = {conn.request("GET", f"/a{i}").headers["x-peer"] for i in range(20)}
+    assert len(peers) == 1
+    resp = conn.request("POST", "/p", b"abc" * 10_000, {"Content-Type": "text/plain"})
+    assert resp.ok and resp.body == (b"abc" * 10_000)[::-1]
+    conn.close()
+
+
+def test_status_and_chunked_bodies(server: str) -> None:
+    conn = HttpConnection(server)
+    missing = conn.request("GET", "/missing")
+    assert missing.status == 404 and not missing.ok and missing.body == b'{"code":"NOT_FOUND"}'
+    assert conn.request("GET", "/chunked").body == b"hello world"
+    assert conn.request("GET", "/after").body == b"ok:/after"
+
+
+def test_server_closing_the_connection_is_handled(server: str) -> None:
+    conn = HttpConnection(server)
+    assert conn.request("GET", "/close").body == b"bye"
+    assert conn.request("GET", "/next").body == b"ok:/next"  # a new connection, transparently
+
+
+def test_timeout_and_refused(server: str) -> None:
+    conn = HttpConnection(server)
+    with pytest.raises(RemotingTimeoutError):
+        conn.request("GET", "/slow", timeout_s=0.2)
+    Handler.release.set()
+    assert conn.request("GET", "/x").body == b"ok:/x"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ConnectError):
+        HttpConnection(f"127.0.0.1:{port}").request("GET", "/")
+    assert issubclass(ConnectError, RemotingError) and ConnectError.retriable
+
+
+def test_bad_address() -> None:
+    with pytest.raises(ConnectError):
+        HttpConnection("no-port")
+
+
+def test_pool_is_shared_by_threads(server: str) -> None:
+    pool = HttpPool(server, max_idle=4)
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(30):
+                assert pool.request("GET", f"/t{k}-{i}").body == f"ok:/t{k}-{i}".encode()
+        except (AssertionError, RemotingError) as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    assert len(Handler.connections) <= 6 + 4
+    pool.close()

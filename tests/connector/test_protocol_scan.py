@@ -1,0 +1,56 @@
+"""The compiled record indexer agrees with the Python record decoder."""
+
+from __future__ import annotations
+
+import pytest
+
+from connector.errors import CorruptRecordError
+from connector.protocol.properties import encode_properties
+from connector.protocol.record import decode_record, encode_record
+from connector.protocol.scan import index_records
+
+HOST = b"\x7f\x00\x00\x01\x00\x00\x27\x0f"
+
+
+def record(i: int, body: bytes, topic: bytes = b"T", props: dict[str, str] | None = None) -> bytes:
+    return encode_record(
+        topic=topic, body=body, properties=encode_properties(props or {"K": str(i)}),
+        queue_id=i % 4, queue_offset=1000 + i, physical_offset=i * 7, born_timestamp=1,
+        born_host=HOST, store_timestamp=2, store_host=HOST,
+    )  # fmt: skip
+
+
+def test_index_matches_decoder() -> None:
+    bodies = [b"", b"x", b"y" * 300, bytes(range(256)) * 20]
+    recs = [record(i, b, topic=b"Topic%d" % i) for i, b in enumerate(bodies)]
+    data = b"".join(recs)
+    index = index_records(data)
+    assert len(index) == len(recs)
+    assert index.bodies() == bodies
+    assert index.queue_offset.tolist() == [1000, 1001, 1002, 1003]
+    pos = 0
+    for i, rec in enumerate(recs):
+        assert index.start[i] == pos and index.size[i] == len(rec)
+        msg = decode_record(data, pos)
+        props = data[int(index.props_start[i]) : int(index.props_start[i] + index.props_len[i])]
+        assert props == encode_properties(msg.properties)
+        pos += len(rec)
+
+
+def test_empty_answer() -> None:
+    assert len(index_records(b"")) == 0
+
+
+@pytest.mark.parametrize("cut", [1, 50, 100])
+def test_truncated_answer_is_corrupt(cut: int) -> None:
+    data = record(0, b"a" * 40) + record(1, b"b" * 40)
+    with pytest.raises(CorruptRecordError) as err:
+        index_records(data[:-cut])
+    assert err.value.position == len(record(0, b"a" * 40))
+
+
+def test_bad_magic_is_corrupt() -> None:
+    data = bytearray(record(0, b"abc"))
+    data[4] ^= 0xFF
+    with pytest.raises(CorruptRecordError):
+        index_records(bytes(data))
