@@ -28,7 +28,7 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 	@touch $@ $(VENV)/.installed
 
 run: $(VENV)/.installed
-	$(PY) jobs/store_demo.py
+	$(PY) jobs/cluster_demo.py
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
