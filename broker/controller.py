@@ -104,6 +104,8 @@ class BrokerController:
     async def _persist_offsets_periodically(self) -> None:
         while True:
             await asyncio.sleep(OFFSET_PERSIST_INTERVAL_S)
+            if not self.offsets.dirty:
+                continue
             try:
                 await asyncio.to_thread(self.offsets.persist)
             except OSError:

@@ -25,6 +25,11 @@ class ConsumerOffsetTable:
         self._offsets: dict[str, dict[int, int]] = {}
         self._dirty = False
 
+    @property
+    def dirty(self) -> bool:
+        """Changed since the last ``persist``."""
+        return self._dirty
+
     @staticmethod
     def key(topic: str, group: str) -> str:
         return f"{validate_topic(topic)}@{validate_group(group)}"
