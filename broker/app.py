@@ -261,8 +261,8 @@ def create_app(controller: BrokerController, *, hot_path: bool = True) -> FastAP
 
     @app.post("/consumers/{group}/send-back", tags=["consumers"], dependencies=[JsonBody])
     async def send_back(group: str, req: SendBackRequest, request: Request) -> SendResultView:
-        inner = ctrl.send.send_back(group, req, born_host=_born_host(request))
-        outcome = ctrl.send.put_single(inner)
+        routed = ctrl.send.send_back(group, req, born_host=_born_host(request))
+        outcome = ctrl.send.put_single(routed)
         put = await ctrl.stored(outcome)
         return SendResultView(**send_result(ctrl, outcome, put))
 

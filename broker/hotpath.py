@@ -125,9 +125,15 @@ async def send_single(
     ctrl: BrokerController, topic: str, req: SendMessageRequest, host: bytes
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
-    inner = ctrl.send.single_from_request(topic, req, born_host=host)
-    outcome = ctrl.send.put_single(inner)
+    requests = ctrl.metrics.send_requests
+    try:
+        routed = ctrl.send.single_from_request(topic, req, born_host=host)
+        outcome = ctrl.send.put_single(routed)
+    except PyMQError as exc:
+        requests.labels("single", exc.code).inc()
+        raise
     put = await ctrl.stored(outcome)
+    requests.labels("single", _send_status(put)).inc()
     ctrl.metrics.send_messages.inc()
     ctrl.metrics.send_latency.labels("single").observe(time.perf_counter() - t0)
     return send_result(ctrl, outcome, put)
@@ -153,10 +159,17 @@ async def send_batch(
     compressed: bool,
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
-    outcome = ctrl.send.put_batch(
-        topic, queue_id, data, born_timestamp=born_timestamp, born_host=host, compressed=compressed
-    )
+    requests = ctrl.metrics.send_requests
+    try:
+        outcome = ctrl.send.put_batch(
+            topic, queue_id, data, born_timestamp=born_timestamp, born_host=host,
+            compressed=compressed,
+        )  # fmt: skip
+    except PyMQError as exc:
+        requests.labels("batch", exc.code).inc()
+        raise
     put = await ctrl.stored(outcome)
+    requests.labels("batch", _send_status(put)).inc()
     assert put.append is not None
     ctrl.metrics.send_messages.inc(put.append.msg_num)
     ctrl.metrics.send_latency.labels("batch").observe(time.perf_counter() - t0)

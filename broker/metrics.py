@@ -58,7 +58,10 @@ class BrokerMetrics:
         self.registry = CollectorRegistry(auto_describe=False)
         r = self.registry
         self.send_requests = Counter(
-            "pymq_send_requests", "send requests by API and outcome", ["api", "outcome"], registry=r
+            "pymq_send_requests",
+            "send requests by API and outcome (SEND_OK, FLUSH_DISK_TIMEOUT or an error code)",
+            ["api", "outcome"],
+            registry=r,
         )
         self.send_messages = Counter("pymq_send_messages", "messages stored", registry=r)
         self.send_latency = Histogram(

@@ -74,23 +74,32 @@ class TopicManager:
             self._changed()
         return deleted
 
-    def auto_create(self, topic: str) -> TopicConfig | None:
-        """A config for a topic first seen in a send, from TBW102's, or None."""
+    def auto_create_config(self, topic: str) -> TopicConfig | None:
+        """The config a topic first seen in a send would get (from TBW102), not yet stored.
+
+        The send path stores it only once the message is stored, so a
+        rejected send never leaves a topic behind.
+        """
         if not self.config.auto_create_topic_enable:
             return None
         default = self.table.get(DEFAULT_TOPIC)
         if default is None or not default.writable:
             return None
         queues = min(self.config.default_topic_queue_nums, default.write_queue_nums)
-        return self.put(TopicConfig(topic, queues, queues, PERM_READ | PERM_WRITE))
+        return TopicConfig(topic, queues, queues, PERM_READ | PERM_WRITE)
 
-    def retry_topic(self, group: str) -> TopicConfig:
+    def retry_config(self, group: str) -> TopicConfig:
         topic = RETRY_GROUP_TOPIC_PREFIX + group
-        return self.table.get(topic) or self.put(TopicConfig(topic, 1, 1, PERM_READ | PERM_WRITE))
+        return self.table.get(topic) or TopicConfig(topic, 1, 1, PERM_READ | PERM_WRITE)
 
-    def dlq_topic(self, group: str) -> TopicConfig:
+    def dlq_config(self, group: str) -> TopicConfig:
         topic = DLQ_GROUP_TOPIC_PREFIX + group
-        return self.table.get(topic) or self.put(TopicConfig(topic, 1, 1, PERM_READ | PERM_WRITE))
+        return self.table.get(topic) or TopicConfig(topic, 1, 1, PERM_READ | PERM_WRITE)
+
+    def ensure(self, config: TopicConfig) -> None:
+        """Store ``config`` unless its topic exists (a concurrent send may have made it)."""
+        if self.table.get(config.topic) is None:
+            self.put(config)
 
     def data_version(self) -> DataVersion:
         ts, counter = self.table.data_version

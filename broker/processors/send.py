@@ -53,7 +53,7 @@ from connector.protocol.names import (
 from connector.protocol.properties import PropertyKeys, decode_properties, encode_properties
 from connector.protocol.rest import SendBackRequest, SendMessageRequest
 
-__all__ = ["SendMessageProcessor", "SendOutcome", "raise_for_status"]
+__all__ = ["Routed", "SendMessageProcessor", "SendOutcome", "raise_for_status"]
 
 P = PropertyKeys
 _NOT_STORED: dict[PutMessageStatus, type[PyMQError]] = {
@@ -70,6 +70,15 @@ def raise_for_status(put: PutMessageResult) -> None:
         return
     cls = _NOT_STORED.get(put.status, StoreError)
     raise cls(put.message or put.status.value)
+
+
+@dataclass(slots=True)
+class Routed:
+    """A message ready to append, and topics to create once it is stored."""
+
+    inner: MessageInner
+    new_topics: list[TopicConfig]
+    msg_id: str = ""  # the UNIQ_KEY
 
 
 @dataclass(slots=True)
@@ -104,9 +113,19 @@ class SendMessageProcessor:
     # -- msgCheck --------------------------------------------------------------------
 
     def check(
-        self, topic: str, queue_id: int | None, *, internal: bool = False
+        self,
+        topic: str,
+        queue_id: int | None,
+        *,
+        internal: bool = False,
+        new_topics: list[TopicConfig] | None = None,
     ) -> tuple[TopicConfig, int]:
-        """The topic's config and the queue to write, or the error that stops the send."""
+        """The topic's config and the queue to write, or the error that stops the send.
+
+        A topic that does not exist yet but may be created (auto-create, retry,
+        DLQ) is appended to ``new_topics``; the caller stores it once the
+        message is stored.
+        """
         if not self.config.broker_permission & PERM_WRITE:
             raise NoPermissionError(f"broker {self.config.broker_name} is not writable")
         validate_topic(topic)
@@ -115,16 +134,18 @@ class SendMessageProcessor:
         cfg = self.topics.get(topic)
         if cfg is None:
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                cfg = self.topics.retry_topic(topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
+                cfg = self.topics.retry_config(topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
             elif topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-                cfg = self.topics.dlq_topic(topic[len(DLQ_GROUP_TOPIC_PREFIX) :])
+                cfg = self.topics.dlq_config(topic[len(DLQ_GROUP_TOPIC_PREFIX) :])
             else:
-                cfg = self.topics.auto_create(topic)
+                cfg = self.topics.auto_create_config(topic)
             if cfg is None:
                 raise TopicNotExistError(
                     f"topic {topic} does not exist on broker {self.config.broker_name}"
                     " and auto-create is off"
                 )
+            if new_topics is not None:
+                new_topics.append(cfg)
         if not cfg.writable:
             raise NoPermissionError(f"topic {topic} is not writable")
         if queue_id is None:
@@ -147,7 +168,7 @@ class SendMessageProcessor:
 
     def single_from_request(
         self, topic: str, req: SendMessageRequest, *, born_host: bytes
-    ) -> MessageInner:
+    ) -> Routed:
         """Validate a JSON send and build the message to append (rules applied)."""
         if req.body_base64 is not None:
             try:
@@ -198,18 +219,22 @@ class SendMessageProcessor:
         reconsume_times: int = 0,
         internal: bool = False,
         retry_rule: bool = True,
-    ) -> MessageInner:
+    ) -> Routed:
         """msgCheck, then the retry/DLQ and delay rules; the result is ready to append.
 
         ``retry_rule=False``: the caller (send-back) already chose retry or DLQ.
         """
-        _, queue_id = self.check(topic, queue_id, internal=internal)
+        new_topics: list[TopicConfig] = []
+        _, queue_id = self.check(topic, queue_id, internal=internal, new_topics=new_topics)
         tag_code = tags_code(props.get(P.TAGS))
         if retry_rule and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             max_times = self._max_reconsume(props)
             if reconsume_times >= max_times:
-                group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-                topic, queue_id = self.topics.dlq_topic(group).topic, 0
+                dlq = self.topics.dlq_config(topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
+                new_topics = [c for c in new_topics if c.topic != topic]  # not stored there
+                if self.topics.get(dlq.topic) is None:
+                    new_topics.append(dlq)
+                topic, queue_id = dlq.topic, 0
                 props.pop(P.DELAY_TIME_LEVEL, None)
         level = self._delay_level(props)
         if level and not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
@@ -219,7 +244,7 @@ class SendMessageProcessor:
             topic, queue_id = SCHEDULE_TOPIC, level - 1
             # the schedule queue's tagsCode is the delivery time (as in RocketMQ)
             tag_code = int(self.clock() * 1000) + self.delay_levels_ms[level - 1]
-        return MessageInner(
+        inner = MessageInner(
             topic=topic,
             queue_id=queue_id,
             body=body,
@@ -232,6 +257,7 @@ class SendMessageProcessor:
             born_host=born_host,
             reconsume_times=reconsume_times,
         )
+        return Routed(inner, new_topics, props.get(P.UNIQ_KEY, ""))
 
     def _max_reconsume(self, props: dict[str, str]) -> int:
         raw = props.get(P.MAX_RECONSUME_TIMES)
@@ -251,14 +277,13 @@ class SendMessageProcessor:
             raise MessageIllegalError("delay level must not be negative")
         return min(level, len(self.delay_levels_ms), MAX_DELAY_LEVEL)
 
-    def put_single(self, inner: MessageInner) -> SendOutcome:
+    def put_single(self, routed: Routed) -> SendOutcome:
+        inner = routed.inner
         put, flushed = self.store.put_message_nowait(inner)
         raise_for_status(put)
-        props = inner.properties
-        uniq = ""
-        if props:
-            uniq = decode_properties(props).get(P.UNIQ_KEY, "")
-        return SendOutcome(put, flushed, inner.topic, inner.queue_id, uniq)
+        for cfg in routed.new_topics:
+            self.topics.ensure(cfg)
+        return SendOutcome(put, flushed, inner.topic, inner.queue_id, routed.msg_id)
 
     # -- batches -----------------------------------------------------------------------
 
@@ -289,7 +314,7 @@ class SendMessageProcessor:
             body = decoded.bodies[0]
             if compressed:
                 _check_inflates(body, self.store.config.max_message_size)
-            inner = self.route_single(
+            routed = self.route_single(
                 topic,
                 queue_id,
                 body,
@@ -299,17 +324,20 @@ class SendMessageProcessor:
                 born_timestamp=born,
                 born_host=born_host,
             )
-            return self.put_single(inner)
-        _, queue_id = self.check(topic, queue_id)
+            return self.put_single(routed)
+        new_topics: list[TopicConfig] = []
+        _, queue_id = self.check(topic, queue_id, new_topics=new_topics)
         batch = BatchInner(topic, queue_id, data, born_timestamp=born, born_host=born_host)
         put, flushed = self.store.put_messages_nowait(batch)
         raise_for_status(put)
+        for cfg in new_topics:
+            self.topics.ensure(cfg)
         count = put.append.msg_num if put.append else 0
         return SendOutcome(put, flushed, topic, queue_id, count=count)
 
     # -- consumer send-back -----------------------------------------------------------
 
-    def send_back(self, group: str, req: SendBackRequest, *, born_host: bytes) -> MessageInner:
+    def send_back(self, group: str, req: SendBackRequest, *, born_host: bytes) -> Routed:
         """A consumed message comes back: to ``%RETRY%group`` later, or to the DLQ."""
         validate_group(group)
         try:
@@ -331,10 +359,10 @@ class SendMessageProcessor:
         props.pop(P.REAL_TOPIC, None)
         props.pop(P.REAL_QUEUE_ID, None)
         if msg.reconsume_times >= max_times or req.delay_level < 0:
-            topic, queue_id = self.topics.dlq_topic(group).topic, 0
+            topic, queue_id = self.topics.dlq_config(group).topic, 0
             props.pop(P.DELAY_TIME_LEVEL, None)
         else:
-            topic, queue_id = self.topics.retry_topic(group).topic, 0
+            topic, queue_id = self.topics.retry_config(group).topic, 0
             level = req.delay_level or 3 + msg.reconsume_times
             props[P.DELAY_TIME_LEVEL] = str(min(level, len(self.delay_levels_ms)))
         return self.route_single(

@@ -227,3 +227,7 @@ def test_metrics(make_client: ClientFactory, hot_path: bool) -> None:
     # a rejected send is not counted as stored
     client.post("/topics/Metered/messages", json={"body": ""})
     assert metric(client, "pymq_send_messages_total") == 6
+    requests = "pymq_send_requests_total"
+    assert metric(client, requests, api="single", outcome="SEND_OK") == 4
+    assert metric(client, requests, api="batch", outcome="SEND_OK") == 1
+    assert metric(client, requests, api="single", outcome="MESSAGE_ILLEGAL") == 1
