@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl
 
+import numpy as np
 from pydantic import ValidationError
 
 from broker.controller import BrokerController
@@ -105,9 +106,12 @@ def batch_result(
 ) -> dict[str, Any]:
     append = put.append
     assert append is not None
-    offsets = (
-        append.offsets_array.tolist() if append.offsets_array is not None else [append.wrote_offset]
-    )
+    runs = [[0, append.wrote_offset]]
+    if append.offsets_array is not None and len(append.offsets_array) > 1:
+        # a batch is contiguous except where it crossed into a new segment (BLANK)
+        segments = append.offsets_array // ctrl.store.commit_log.segment_size
+        for i in (np.flatnonzero(segments[1:] != segments[:-1]) + 1).tolist():
+            runs.append([i, int(append.offsets_array[i])])
     return {
         "status": _send_status(put),
         "topic": outcome.topic,
@@ -117,7 +121,7 @@ def batch_result(
         "count": append.msg_num,
         "msg_id": outcome.msg_id,
         "store_host": ctrl.store.store_host.hex().upper(),
-        "commit_log_offsets": offsets,
+        "offset_runs": runs,
     }
 
 

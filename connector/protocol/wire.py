@@ -6,9 +6,13 @@ Batch send: ``POST /topics/{topic}/messages/batch`` with
 BODYLEN | body | PROPLEN | properties`` per message). Query parameters:
 ``queue_id`` (optional; the broker picks one round-robin), ``born_timestamp``.
 The answer is JSON: ``{"status", "queue_id", "queue_offset" (first message),
-"count", "store_host" (offset msgId prefix, 16 hex chars),
-"commit_log_offsets": [...]}``; a message's offset msgId is
-``store_host + "%016X" % commit_log_offset``.
+"count", "store_host" (offset msgId prefix, 16 hex chars), "offset_runs"}``.
+The records of a batch lie back to back in the CommitLog except where the
+batch crosses into a new segment, so ``offset_runs`` lists ``[index,
+commit_log_offset]`` where each run starts (one run, or two across a
+segment boundary) and the producer, which knows each record's size
+(``record.record_size``), derives every offset: ``batch_offsets``. A
+message's offset msgId is ``store_host + "%016X" % commit_log_offset``.
 
 Pull: ``GET /topics/{topic}/queues/{queue_id}/messages`` with
 ``Accept: application/x-pymq-records`` answers with the stored CommitLog
@@ -20,6 +24,8 @@ of stored bytes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "BATCH_CONTENT_TYPE",
     "H_MAX_OFFSET",
@@ -27,6 +33,7 @@ __all__ = [
     "H_NEXT_BEGIN_OFFSET",
     "H_STATUS",
     "RECORDS_CONTENT_TYPE",
+    "batch_offsets",
     "split_records",
 ]
 
@@ -50,4 +57,18 @@ def split_records(data: bytes) -> list[bytes]:
         pos += size
     if pos != end:
         raise ValueError("records body ends inside a record")
+    return out
+
+
+def batch_offsets(offset_runs: Sequence[Sequence[int]], record_sizes: Sequence[int]) -> list[int]:
+    """Every message's CommitLog offset from a batch answer's ``offset_runs``."""
+    starts = {int(index): int(offset) for index, offset in offset_runs}
+    if 0 not in starts:
+        raise ValueError("offset_runs must start at message 0")
+    out: list[int] = []
+    position = 0
+    for i, size in enumerate(record_sizes):
+        position = starts.get(i, position)
+        out.append(position)
+        position += size
     return out

@@ -31,13 +31,15 @@ from fastapi.testclient import TestClient
 
 from connector.protocol.message import SysFlag
 from connector.protocol.msgid import decode_offset_msg_id
-from connector.protocol.record import decode_record
+from connector.protocol.properties import encode_properties
+from connector.protocol.record import decode_record, record_size
 from connector.protocol.wire import (
     H_MAX_OFFSET,
     H_MIN_OFFSET,
     H_NEXT_BEGIN_OFFSET,
     H_STATUS,
     RECORDS_CONTENT_TYPE,
+    batch_offsets,
     split_records,
 )
 
@@ -188,7 +190,12 @@ def test_binary_batch_send_and_lookup_by_offset_msg_id(client: TestClient) -> No
     assert res["count"] == 3
     assert (res["topic"], res["queue_id"], res["queue_offset"]) == ("Batched", 2, 0)
     assert res["store_host"] == STORE_HOST_HEX
-    offsets = res["commit_log_offsets"]
+    sizes = [
+        record_size(len(body), len(b"Batched"), len(encode_properties(props)))
+        for body, props in entries
+    ]
+    assert res["offset_runs"] == [[0, log_before]]
+    offsets = batch_offsets(res["offset_runs"], sizes)
     assert len(offsets) == 3
     assert offsets[0] == log_before
     assert offsets == sorted(offsets)

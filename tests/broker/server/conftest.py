@@ -26,7 +26,7 @@ from connector.local import LocalCluster, ServerProcess
 from connector.protocol.batch import encode_batch
 from connector.protocol.message import MessageExt
 from connector.protocol.properties import encode_properties
-from connector.protocol.record import decode_record
+from connector.protocol.record import decode_record, record_size
 from connector.protocol.wire import (
     BATCH_CONTENT_TYPE,
     H_MAX_OFFSET,
@@ -34,6 +34,7 @@ from connector.protocol.wire import (
     H_NEXT_BEGIN_OFFSET,
     H_STATUS,
     RECORDS_CONTENT_TYPE,
+    batch_offsets,
     split_records,
 )
 
@@ -276,6 +277,9 @@ def send_batch(
     result: dict[str, Any] = r.json()
     assert result["status"] == "SEND_OK", result
     assert result["count"] == len(bodies), result
+    # every message's CommitLog offset, derived from the answer's offset runs
+    sizes = [record_size(len(b), len(topic.encode()), len(props)) for b in bodies]
+    result["commit_log_offsets"] = batch_offsets(result["offset_runs"], sizes)
     return result
 
 
