@@ -200,7 +200,7 @@ def run_flush_mode(base: Path, flush: str, args: argparse.Namespace) -> dict[str
             # single sends first, on a quiet store: after a million batched messages
             # the kernel is still writing back queue and index pages for a while
             for kind in ("json", "binary"):
-                single_sends(proc.addr, 300, kind == "binary")  # warm-up
+                single_sends(proc.addr, 1000, kind == "binary")  # warm-up
                 singles[kind].append(single_sends(proc.addr, args.singles, kind == "binary"))
             batch_send(proc.addr, batches[:20], 1)  # warm-up: page faults of fresh files
             for threads in (1, 2, 4):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -90,8 +91,12 @@ def _run(args: argparse.Namespace) -> int:
     # background threads (flushers, schedule) must not hold the GIL for the default
     # 5 ms while a request waits: that is the p99 of a single send otherwise
     sys.setswitchinterval(0.0005)
+    app = create_app(controller)
+    # the long-lived objects of the process (modules, app, compiled kernels) leave the
+    # collector's view, so full collections stay short while requests wait on them
+    gc.freeze()
     return serve(
-        create_app(controller),
+        app,
         sock,
         ready_line=ready,
         log_level=config.log_level,
