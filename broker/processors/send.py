@@ -56,6 +56,7 @@ from connector.protocol.rest import SendBackRequest, SendMessageRequest
 __all__ = ["Routed", "SendMessageProcessor", "SendOutcome", "raise_for_status"]
 
 P = PropertyKeys
+_DELAY_MARK = (P.DELAY_TIME_LEVEL + "\x01").encode()
 _NOT_STORED: dict[PutMessageStatus, type[PyMQError]] = {
     PutMessageStatus.MESSAGE_ILLEGAL: MessageIllegalError,
     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: MessageIllegalError,
@@ -325,6 +326,16 @@ class SendMessageProcessor:
                 born_host=born_host,
             )
             return self.put_single(routed)
+        if _DELAY_MARK in data and any(
+            P.DELAY_TIME_LEVEL in decode_properties(props)
+            for props in decode_batch(
+                data, max_message_size=self.store.config.max_message_size
+            ).properties
+        ):
+            # as RocketMQ: a delayed message must be sent on its own
+            raise MessageIllegalError(
+                "delay levels are not supported in a batch of several messages"
+            )
         new_topics: list[TopicConfig] = []
         _, queue_id = self.check(topic, queue_id, new_topics=new_topics)
         batch = BatchInner(topic, queue_id, data, born_timestamp=born, born_host=born_host)

@@ -51,3 +51,13 @@ def test_accepted_sends_create_their_topics(client: TestClient) -> None:
     # past max reconsume the %RETRY% message goes to the DLQ: only that topic is made
     assert {"Fresh", "FreshDelayed", "%DLQ%grp"} <= names
     assert "%RETRY%grp" not in names
+
+
+def test_delay_in_a_batch_of_several_is_refused(client: TestClient) -> None:
+    before = commit_log_max(client)
+    data = batch_bytes([(b"one", {"DELAY": "2"}), (b"two", {})])
+    assert_error(post_batch(client, "DelayedBatch", data), 400, "MESSAGE_ILLEGAL")
+    assert commit_log_max(client) == before
+    # a property that merely ends in DELAY, or DELAY inside a body, is fine
+    ok = batch_bytes([(b"DELAY\x01 in the body", {"XDELAY": "2"}), (b"two", {})])
+    assert post_batch(client, "DelayedBatch", ok).status_code == 200
