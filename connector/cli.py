@@ -19,6 +19,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("broker.cli", "run a broker (store + send/pull/admin HTTP API)"),
     "store": ("broker.store.cli", "inspect or verify a broker's store directory (read-only)"),
     "namesrv": ("nameserver.cli", "run a NameServer (route registry)"),
+    "admin": ("connector.client.admin_cli", "cluster, topic, message and consumer admin (mqadmin)"),
     "local": ("connector.local.cli", "run a dev cluster (NameServers + brokers) in the foreground"),
 }
 

@@ -1,0 +1,173 @@
+"""Admin: the mqadmin of pymq, as a Python class (``pymq admin`` is its command line).
+
+Cluster-wide operations go through the NameServer's view: creating a topic
+puts its config on every master of a cluster (the brokers then register
+it); status, progress and lookups ask each broker that holds the topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from connector.client.namesrv import NameServerClient, parse_namesrv
+from connector.client.transport import ClientTransport, path
+from connector.errors import PyMQError, TopicNotExistError
+from connector.protocol.msgid import decode_offset_msg_id
+from connector.protocol.names import validate_group, validate_topic
+from connector.protocol.route import ClusterInfo, TopicRouteData
+
+__all__ = ["Admin"]
+
+
+class Admin:
+    def __init__(self, *, namesrv: str | Sequence[str] | None = None, timeout_ms: int = 5000):
+        self.transport = ClientTransport()
+        self.namesrv = NameServerClient(parse_namesrv(namesrv), self.transport)
+        self.timeout_s = timeout_ms / 1000
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def _call(self, addr: str, method: str, target: str, payload: Any = None) -> Any:
+        return self.transport.call(addr, method, target, payload, timeout_s=self.timeout_s)
+
+    # -- cluster -----------------------------------------------------------------------
+
+    def cluster_list(self) -> ClusterInfo:
+        return self.namesrv.cluster_info()
+
+    def masters(self, cluster: str | None = None) -> dict[str, str]:
+        """broker name -> master address, for one cluster or all."""
+        info = self.namesrv.cluster_info()
+        names = set(info.clusters.get(cluster, [])) if cluster else None
+        if cluster and not names:
+            raise PyMQError(f"cluster {cluster} has no live broker")
+        return {
+            b.broker_name: b.addrs["0"]
+            for b in info.brokers
+            if "0" in b.addrs and (names is None or b.broker_name in names)
+        }
+
+    def broker_status(self, addr: str) -> dict[str, Any]:
+        out: dict[str, Any] = self._call(addr, "GET", "/health")
+        return out
+
+    # -- topics ------------------------------------------------------------------------
+
+    def topic_list(self) -> list[str]:
+        return self.namesrv.topic_list()
+
+    def topic_route(self, topic: str) -> TopicRouteData:
+        route = self.namesrv.topic_route(validate_topic(topic))
+        if route is None:
+            raise TopicNotExistError(f"No route info of this topic: {topic}")
+        return route
+
+    def create_topic(
+        self,
+        topic: str,
+        *,
+        cluster: str = "DefaultCluster",
+        read_queue_nums: int = 8,
+        write_queue_nums: int = 8,
+        perm: int = 6,
+    ) -> list[str]:
+        """Create (or update) ``topic`` on every master of ``cluster``; their names."""
+        validate_topic(topic)
+        body = {
+            "read_queue_nums": read_queue_nums,
+            "write_queue_nums": write_queue_nums,
+            "perm": perm,
+        }
+        masters = self.masters(cluster)
+        for addr in masters.values():
+            self._call(addr, "PUT", path("topics", topic), body)
+        return sorted(masters)
+
+    def _topic_brokers(self, topic: str) -> dict[str, str]:
+        route = self.topic_route(topic)
+        holders = {q.broker_name for q in route.queues}
+        return {
+            b.broker_name: b.addrs["0"]
+            for b in route.brokers
+            if b.broker_name in holders and "0" in b.addrs
+        }
+
+    def delete_topic(self, topic: str) -> list[str]:
+        """Delete ``topic`` from every broker that has it; their names."""
+        brokers = self._topic_brokers(topic)
+        for addr in brokers.values():
+            self._call(addr, "DELETE", path("topics", topic))
+        return sorted(brokers)
+
+    def topic_status(self, topic: str) -> list[dict[str, Any]]:
+        """Per broker and queue: min and max offset, last store time."""
+        rows = []
+        for name, addr in sorted(self._topic_brokers(topic).items()):
+            status = self._call(addr, "GET", path("topics", topic))
+            for q in status["queues"]:
+                rows.append({"broker_name": name, **q})
+        return rows
+
+    # -- messages ----------------------------------------------------------------------
+
+    def get_message(self, offset_msg_id: str) -> dict[str, Any]:
+        """The message an offset msgId names, asked of the broker the id names."""
+        host, _ = decode_offset_msg_id(offset_msg_id)
+        out: dict[str, Any] = self._call(host, "GET", path("messages", offset_msg_id))
+        return out
+
+    def query_message(self, topic: str, key: str, max_num: int = 32) -> list[dict[str, Any]]:
+        """Messages of ``topic`` with KEYS or UNIQ_KEY ``key``, from every broker."""
+        out: list[dict[str, Any]] = []
+        for name, addr in sorted(self._topic_brokers(topic).items()):
+            raw = self._call(
+                addr, "GET", path("topics", topic, "messages", query={"key": key, "max": max_num})
+            )
+            out += [{"broker_name": name, **m} for m in raw["messages"]]
+        return out
+
+    # -- consumers ---------------------------------------------------------------------
+
+    def consumer_progress(self, group: str) -> list[dict[str, Any]]:
+        """Per queue the group consumed: broker offset, consumer offset, lag."""
+        validate_group(group)
+        rows = []
+        for name, addr in sorted(self.masters().items()):
+            raw = self._call(addr, "GET", path("consumers", group, "progress"))
+            rows += [{"broker_name": name, **q} for q in raw["queues"]]
+        return rows
+
+    def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> list[dict[str, Any]]:
+        """Move the group's offsets in ``topic`` to the first message at/after a time."""
+        validate_group(group)
+        rows = []
+        for name, addr in sorted(self._topic_brokers(topic).items()):
+            status = self._call(addr, "GET", path("topics", topic))
+            for q in status["queues"]:
+                qid = q["queue_id"]
+                found = self._call(
+                    addr,
+                    "GET",
+                    path(
+                        "topics",
+                        topic,
+                        "queues",
+                        qid,
+                        "offset-by-time",
+                        query={"timestamp": timestamp_ms},
+                    ),
+                )
+                offset = int(found["offset"])
+                self._call(
+                    addr, "PUT", path("consumers", group, "offsets", topic, qid), {"offset": offset}
+                )
+                rows.append({"broker_name": name, "queue_id": qid, "offset": offset})
+        return rows

@@ -1,0 +1,218 @@
+"""``pymq admin``: cluster, topic, message and consumer commands (tables, or ``--json``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from connector.client.admin import Admin
+from connector.client.producer import Producer
+from connector.errors import PyMQError
+from connector.protocol.message import Message
+
+__all__ = ["register"]
+
+Handler = Callable[[Admin, argparse.Namespace], Any]
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """A plain text table; ``columns`` picks and orders the keys."""
+    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    line = "  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))
+    out = [line]
+    for row in cells:
+        out.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+    return "\n".join(out)
+
+
+def _cluster_list(admin: Admin, _args: argparse.Namespace) -> Any:
+    info = admin.cluster_list()
+    cluster_of = {b: c for c, names in info.clusters.items() for b in names}
+    rows = [
+        {
+            "cluster": cluster_of.get(live.broker_name, live.cluster),
+            "broker": live.broker_name,
+            "id": live.broker_id,
+            "addr": live.addr,
+            "last_heartbeat_ms": live.last_update_timestamp,
+        }
+        for live in sorted(info.live, key=lambda x: (x.broker_name, x.broker_id))
+    ]
+    return rows, ["cluster", "broker", "id", "addr", "last_heartbeat_ms"]
+
+
+def _topic_create(admin: Admin, args: argparse.Namespace) -> Any:
+    brokers = admin.create_topic(
+        args.name, cluster=args.cluster, read_queue_nums=args.queues, write_queue_nums=args.queues
+    )
+    return [{"topic": args.name, "broker": b, "queues": args.queues} for b in brokers], [
+        "topic",
+        "broker",
+        "queues",
+    ]
+
+
+def _topic_list(admin: Admin, _args: argparse.Namespace) -> Any:
+    return [{"topic": t} for t in admin.topic_list()], ["topic"]
+
+
+def _topic_route(admin: Admin, args: argparse.Namespace) -> Any:
+    route = admin.topic_route(args.name)
+    addrs = {b.broker_name: b.addrs.get("0", "") for b in route.brokers}
+    rows = [
+        {
+            "broker": q.broker_name,
+            "addr": addrs.get(q.broker_name, ""),
+            "read_queues": q.read_queue_nums,
+            "write_queues": q.write_queue_nums,
+            "perm": q.perm,
+        }
+        for q in route.queues
+    ]
+    return rows, ["broker", "addr", "read_queues", "write_queues", "perm"]
+
+
+def _topic_status(admin: Admin, args: argparse.Namespace) -> Any:
+    rows = admin.topic_status(args.name)
+    return rows, ["broker_name", "queue_id", "min_offset", "max_offset", "last_update_timestamp"]
+
+
+def _topic_delete(admin: Admin, args: argparse.Namespace) -> Any:
+    return [{"topic": args.name, "deleted_on": b} for b in admin.delete_topic(args.name)], [
+        "topic",
+        "deleted_on",
+    ]
+
+
+def _broker_status(admin: Admin, args: argparse.Namespace) -> Any:
+    status = admin.broker_status(args.addr)
+    return [
+        {"key": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v}
+        for k, v in status.items()
+    ], ["key", "value"]
+
+
+def _message_get(admin: Admin, args: argparse.Namespace) -> Any:
+    msg = admin.get_message(args.msg_id)
+    return [
+        {"key": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v}
+        for k, v in msg.items()
+    ], ["key", "value"]
+
+
+def _message_query(admin: Admin, args: argparse.Namespace) -> Any:
+    rows = admin.query_message(args.topic, args.key)
+    return rows, [
+        "broker_name",
+        "queue_id",
+        "queue_offset",
+        "msg_id",
+        "offset_msg_id",
+        "tags",
+        "store_timestamp",
+    ]
+
+
+def _message_send(admin: Admin, args: argparse.Namespace) -> Any:
+    with Producer(group="pymq-admin", namesrv=admin.namesrv.addrs) as producer:
+        r = producer.send(
+            Message(topic=args.topic, body=args.body.encode(), tags=args.tags, keys=args.keys or [])
+        )
+    row = {
+        "status": r.status.value,
+        "msg_id": r.msg_id,
+        "offset_msg_id": r.offset_msg_id,
+        "broker": r.queue.broker_name,
+        "queue_id": r.queue.queue_id,
+        "queue_offset": r.queue_offset,
+    }
+    return [row], list(row)
+
+
+def _consumer_progress(admin: Admin, args: argparse.Namespace) -> Any:
+    rows = admin.consumer_progress(args.group)
+    return rows, ["topic", "broker_name", "queue_id", "broker_offset", "consumer_offset", "lag"]
+
+
+def _consumer_reset(admin: Admin, args: argparse.Namespace) -> Any:
+    rows = admin.reset_offset(args.group, args.topic, args.timestamp)
+    return rows, ["broker_name", "queue_id", "offset"]
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namesrv", help='NameServer addresses "h:p;h:p" (or PYMQ_NAMESRV)')
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    groups = parser.add_subparsers(dest="admin_group", metavar="GROUP", required=True)
+
+    def command(
+        group: argparse._SubParsersAction[argparse.ArgumentParser],
+        name: str,
+        handler: Handler,
+        help_text: str,
+    ) -> argparse.ArgumentParser:
+        p = group.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(run=_runner(handler))
+        return p
+
+    topic = groups.add_parser("topic", help="create, list, route, status, delete")
+    t = topic.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = command(t, "create", _topic_create, "create a topic on every broker of a cluster")
+    p.add_argument("name")
+    p.add_argument("--cluster", default="DefaultCluster")
+    p.add_argument("--queues", type=int, default=8)
+    command(t, "list", _topic_list, "every topic the NameServer knows")
+    command(t, "route", _topic_route, "brokers and queues of a topic").add_argument("name")
+    command(t, "status", _topic_status, "min/max offset of every queue").add_argument("name")
+    command(t, "delete", _topic_delete, "delete a topic from every broker").add_argument("name")
+
+    cluster = groups.add_parser("cluster", help="list brokers")
+    c = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
+    command(c, "list", _cluster_list, "clusters, brokers, addresses, last heartbeats")
+
+    broker = groups.add_parser("broker", help="one broker's status")
+    b = broker.add_subparsers(dest="action", metavar="ACTION", required=True)
+    command(b, "status", _broker_status, "a broker's /health").add_argument("addr")
+
+    message = groups.add_parser("message", help="get, query, send")
+    m = message.add_subparsers(dest="action", metavar="ACTION", required=True)
+    command(m, "get", _message_get, "a message by offset msgId").add_argument("msg_id")
+    p = command(m, "query", _message_query, "messages of a topic by key")
+    p.add_argument("topic")
+    p.add_argument("--key", required=True)
+    p = command(m, "send", _message_send, "send one message (through the full producer path)")
+    p.add_argument("topic")
+    p.add_argument("body")
+    p.add_argument("--tags")
+    p.add_argument("--keys", nargs="*")
+
+    consumer = groups.add_parser("consumer", help="progress, reset")
+    cs = consumer.add_subparsers(dest="action", metavar="ACTION", required=True)
+    command(
+        cs, "progress", _consumer_progress, "broker offset, consumer offset, lag per queue"
+    ).add_argument("group")
+    p = command(cs, "reset", _consumer_reset, "move a group's offsets to a point in time")
+    p.add_argument("group")
+    p.add_argument("topic")
+    p.add_argument("--timestamp", type=int, required=True, help="ms since the epoch")
+
+
+def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            with Admin(namesrv=args.namesrv or os.environ.get("PYMQ_NAMESRV")) as admin:
+                rows, columns = handler(admin, args)
+        except PyMQError as exc:
+            print(f"pymq admin: {exc.message}", file=sys.stderr)
+            return 1
+        if args.json:
+            print(json.dumps(rows, indent=1, default=str))
+        else:
+            print(table(rows, columns))
+        return 0
+
+    return run

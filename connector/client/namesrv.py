@@ -1,0 +1,82 @@
+"""Route lookups against the NameServers, moving to the next one on failure.
+
+NameServers do not talk to each other and every broker registers with all
+of them, so any one answers for the cluster: the client sticks to the last
+one that answered and tries the others in turn when it does not.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+from connector.client.transport import ClientTransport, path
+from connector.errors import ConfigError, RemotingError, TopicNotExistError
+from connector.protocol.route import ClusterInfo, TopicRouteData
+
+__all__ = ["NameServerClient", "parse_namesrv"]
+
+log = logging.getLogger(__name__)
+
+
+def parse_namesrv(namesrv: str | Sequence[str] | None) -> list[str]:
+    """``"h:p;h:p"`` or a list of ``h:p`` -> addresses; ConfigError if none."""
+    if namesrv is None:
+        raise ConfigError("no NameServer address: pass namesrv= or set PYMQ_NAMESRV")
+    items = namesrv.split(";") if isinstance(namesrv, str) else list(namesrv)
+    addrs = [a.strip() for a in items if a and a.strip()]
+    for addr in addrs:
+        host, sep, port = addr.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"NameServer address {addr!r} is not host:port")
+    if not addrs:
+        raise ConfigError("no NameServer address: pass namesrv= or set PYMQ_NAMESRV")
+    return addrs
+
+
+class NameServerClient:
+    def __init__(
+        self, addrs: list[str], transport: ClientTransport, *, timeout_ms: int = 3000
+    ) -> None:
+        self.addrs = addrs
+        self.transport = transport
+        self.timeout_s = timeout_ms / 1000
+        self._current = 0
+        self._lock = threading.Lock()
+
+    def _call(self, target: str) -> object:
+        with self._lock:
+            start = self._current
+        last: RemotingError | None = None
+        for i in range(len(self.addrs)):
+            k = (start + i) % len(self.addrs)
+            addr = self.addrs[k]
+            try:
+                out = self.transport.call(addr, "GET", target, timeout_s=self.timeout_s)
+            except RemotingError as exc:
+                log.debug("NameServer %s failed: %s", addr, exc)
+                last = exc
+                continue
+            if k != start:
+                with self._lock:
+                    self._current = k
+            return out
+        assert last is not None
+        raise RemotingError(f"no NameServer answered ({', '.join(self.addrs)}): {last.message}")
+
+    def topic_route(self, topic: str) -> TopicRouteData | None:
+        """The topic's route, or None if no broker serves it."""
+        try:
+            raw = self._call(path("routes", topic))
+        except TopicNotExistError:
+            return None
+        return TopicRouteData.model_validate(raw)
+
+    def cluster_info(self) -> ClusterInfo:
+        return ClusterInfo.model_validate(self._call("/clusters"))
+
+    def topic_list(self) -> list[str]:
+        raw = self._call("/topics")
+        assert isinstance(raw, dict)
+        return [str(t) for t in raw.get("topics", [])]

@@ -1,0 +1,525 @@
+"""Producer: RocketMQ's full send path (DefaultMQProducerImpl.sendDefaultImpl).
+
+For every send: validate; find the topic's publish info (cache, else a
+NameServer, else the default topic TBW102 for auto-creation); pick a queue
+(round-robin, skipping the broker that just failed, and with
+``send_latency_fault_enable`` avoiding brokers isolated for being slow or
+down); send with a per-attempt share of ``send_msg_timeout_ms``; record the
+broker's latency; retry on another broker when the error is retriable.
+A message keeps its UNIQ_KEY across retries, so a retry after a lost answer
+is a duplicate a consumer can recognise (delivery is at-least-once).
+
+Bodies over ``compress_msg_body_over_howmuch`` are zlib-compressed (single
+messages; the consumer inflates them). Thread-safe: one producer serves many
+threads. ``send_async`` runs the same path on a small pool, with at most
+``client_async_semaphore_value`` sends in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from connector.client.latency import (
+    DEFAULT_LATENCY_MAX_MS,
+    DEFAULT_NOT_AVAILABLE_DURATION_MS,
+    MQFaultStrategy,
+    split_send_timeout,
+)
+from connector.client.namesrv import NameServerClient, parse_namesrv
+from connector.client.publish_info import TopicPublishInfo
+from connector.client.results import SendContext, SendMessageHook, SendResult
+from connector.client.transport import ClientTransport, decode_json, path
+from connector.errors import (
+    BrokerBusyError,
+    ConfigError,
+    MessageIllegalError,
+    MessageTooLargeError,
+    PyMQError,
+    RemotingTimeoutError,
+    TopicNotExistError,
+)
+from connector.protocol.batch import encode_batch
+from connector.protocol.message import Message, MessageQueue
+from connector.protocol.msgid import UniqKeyGenerator
+from connector.protocol.names import DEFAULT_TOPIC, validate_group, validate_topic
+from connector.protocol.properties import PropertyKeys, encode_properties
+from connector.protocol.record import record_size
+from connector.protocol.status import SendStatus
+from connector.protocol.wire import BATCH_CONTENT_TYPE, batch_offsets
+
+__all__ = ["Producer"]
+
+log = logging.getLogger(__name__)
+MiB = 1 << 20
+_OCTET = {"content-type": BATCH_CONTENT_TYPE}
+
+
+class _Encoded:
+    """A send's request body and what is needed to read its answer."""
+
+    __slots__ = ("compressed", "data", "msg_ids", "sizes", "topic")
+
+    def __init__(
+        self, topic: str, data: bytes, msg_ids: list[str], sizes: list[int], compressed: bool
+    ) -> None:
+        self.topic = topic
+        self.data = data
+        self.msg_ids = msg_ids
+        self.sizes = sizes
+        self.compressed = compressed
+
+
+class Producer:
+    """Send messages to a pymq cluster. Settings are RocketMQ's, in snake_case."""
+
+    def __init__(
+        self,
+        *,
+        group: str = "DEFAULT_PRODUCER",
+        namesrv: str | Sequence[str] | None = None,
+        send_msg_timeout_ms: int = 3000,
+        retry_times_when_send_failed: int = 2,
+        retry_times_when_send_async_failed: int = 2,
+        retry_another_broker_when_not_store_ok: bool = False,
+        max_message_size: int = 4 * MiB,
+        compress_msg_body_over_howmuch: int = 4096,
+        send_latency_fault_enable: bool = False,
+        latency_max_ms: Sequence[int] = DEFAULT_LATENCY_MAX_MS,
+        not_available_duration_ms: Sequence[int] = DEFAULT_NOT_AVAILABLE_DURATION_MS,
+        poll_name_server_interval_ms: int = 30_000,
+        default_topic_queue_nums: int = 4,
+        client_async_semaphore_value: int = 65_535,
+        async_workers: int = 8,
+        fault_strategy: MQFaultStrategy | None = None,
+    ) -> None:
+        self.group = validate_group(group)
+        self.namesrv_addrs = parse_namesrv(namesrv)
+        for name, value in (
+            ("send_msg_timeout_ms", send_msg_timeout_ms),
+            ("max_message_size", max_message_size),
+            ("poll_name_server_interval_ms", poll_name_server_interval_ms),
+            ("default_topic_queue_nums", default_topic_queue_nums),
+            ("client_async_semaphore_value", client_async_semaphore_value),
+            ("async_workers", async_workers),
+        ):
+            if value <= 0:
+                raise ConfigError(f"{name} must be positive")
+        if retry_times_when_send_failed < 0 or retry_times_when_send_async_failed < 0:
+            raise ConfigError("retry counts must not be negative")
+        self.send_msg_timeout_ms = send_msg_timeout_ms
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
+        self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
+        self.max_message_size = max_message_size
+        self.compress_msg_body_over_howmuch = compress_msg_body_over_howmuch
+        self.poll_name_server_interval_ms = poll_name_server_interval_ms
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.fault_strategy = fault_strategy or MQFaultStrategy(
+            send_latency_fault_enable=send_latency_fault_enable,
+            latency_max_ms=tuple(latency_max_ms),
+            not_available_duration_ms=tuple(not_available_duration_ms),
+        )
+        self.transport = ClientTransport()
+        self.namesrv = NameServerClient(self.namesrv_addrs, self.transport)
+        self._uniq = UniqKeyGenerator()
+        self._hooks: list[SendMessageHook] = []
+        self._routes: dict[str, TopicPublishInfo] = {}
+        self._routes_lock = threading.Lock()
+        self._async_slots = threading.BoundedSemaphore(client_async_semaphore_value)
+        self._async_workers = async_workers
+        self._executor: ThreadPoolExecutor | None = None
+        self._stop = threading.Event()
+        self._background: threading.Thread | None = None
+        self._state_lock = threading.Lock()
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> Producer:
+        """Start the route refresher (and broker probes). Sends start it when needed."""
+        with self._state_lock:
+            if self._closed:
+                raise PyMQError("this producer was shut down")
+            if self._background is None:
+                self._executor = ThreadPoolExecutor(
+                    self._async_workers, thread_name_prefix=f"pymq-producer-{self.group}"
+                )
+                self._background = threading.Thread(
+                    target=self._background_loop, name="pymq-producer-routes", daemon=True
+                )
+                self._background.start()
+        return self
+
+    def shutdown(self) -> None:
+        """Wait for async sends in flight, stop background work, close connections."""
+        with self._state_lock:
+            if self._closed:
+                return
+            self._closed = True
+            executor, self._executor = self._executor, None
+        self._stop.set()
+        if executor is not None:
+            executor.shutdown(wait=True)
+        if self._background is not None:
+            self._background.join(10)
+        self.transport.close()
+
+    def __enter__(self) -> Producer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def register_send_hook(self, hook: SendMessageHook) -> None:
+        """``hook.send_message_before(ctx)`` / ``send_message_after(ctx)`` on every attempt."""
+        self._hooks.append(hook)
+
+    # -- routes ------------------------------------------------------------------------
+
+    def _background_loop(self) -> None:
+        interval_s = self.poll_name_server_interval_ms / 1000
+        probe_s = 0.5
+        next_refresh = time.monotonic() + interval_s
+        while not self._stop.wait(probe_s):
+            self._probe_isolated_brokers()
+            if time.monotonic() >= next_refresh:
+                next_refresh = time.monotonic() + interval_s
+                for topic in list(self._routes):
+                    try:
+                        self._refresh_route(topic)
+                    except PyMQError as exc:
+                        log.warning("refreshing the route of %s failed: %s", topic, exc)
+
+    def _probe_isolated_brokers(self) -> None:
+        """Ask isolated brokers whether they are back (RocketMQ 5's reachability check)."""
+        for broker_name in self.fault_strategy.brokers_to_probe():
+            addr = self._broker_addr(broker_name)
+            if addr is None:
+                self.fault_strategy.probe_result(broker_name, False, 0.0)
+                continue
+            t0 = time.monotonic()
+            try:
+                self.transport.call(addr, "GET", "/health", timeout_s=1.0)
+            except PyMQError:
+                self.fault_strategy.probe_result(broker_name, False, 0.0)
+            else:
+                self.fault_strategy.probe_result(broker_name, True, (time.monotonic() - t0) * 1000)
+
+    def _broker_addr(self, broker_name: str) -> str | None:
+        for info in list(self._routes.values()):
+            addr = info.broker_addrs.get(broker_name)
+            if addr:
+                return addr
+        return None
+
+    def _refresh_route(self, topic: str) -> TopicPublishInfo | None:
+        route = self.namesrv.topic_route(topic)
+        info: TopicPublishInfo | None = None
+        if route is not None:
+            info = TopicPublishInfo.from_route(route)
+        else:
+            default = self.namesrv.topic_route(DEFAULT_TOPIC)
+            if default is not None:
+                info = TopicPublishInfo.from_route_for_default_topic(
+                    default, topic, self.default_topic_queue_nums
+                )
+        if info is not None and info.ok():
+            with self._routes_lock:
+                self._routes[topic] = info
+            return info
+        return None
+
+    def publish_info(self, topic: str) -> TopicPublishInfo:
+        """The topic's writable queues (cached; refreshed in the background)."""
+        info = self._routes.get(topic)
+        if info is not None and info.ok():
+            return info
+        info = self._refresh_route(topic)
+        if info is None:
+            raise TopicNotExistError(f"No route info of this topic: {topic}")
+        return info
+
+    # -- encoding ----------------------------------------------------------------------
+
+    def _check(self, msg: Message) -> None:
+        validate_topic(msg.topic)
+        msg.validate()
+        if not msg.body:
+            raise MessageIllegalError("message body is empty")
+        if len(msg.body) > self.max_message_size:
+            raise MessageTooLargeError(len(msg.body), self.max_message_size)
+
+    def _encode_one(self, msg: Message) -> _Encoded:
+        self._check(msg)
+        props = msg.all_properties()
+        uniq = props.get(PropertyKeys.UNIQ_KEY) or self._uniq.next_id()
+        props[PropertyKeys.UNIQ_KEY] = uniq
+        body, compressed = msg.body, False
+        if len(body) > self.compress_msg_body_over_howmuch:
+            packed = zlib.compress(body, 5)
+            if len(packed) < len(body):
+                body, compressed = packed, True
+        encoded_props = encode_properties(props)
+        size = record_size(len(body), len(msg.topic.encode()), len(encoded_props))
+        data = encode_batch([(body, msg.flag, encoded_props)])
+        return _Encoded(msg.topic, data, [uniq], [size], compressed)
+
+    def _encode_batch(self, msgs: Sequence[Message]) -> _Encoded:
+        if not msgs:
+            raise MessageIllegalError("a batch needs at least one message")
+        topic = msgs[0].topic
+        entries, ids, sizes = [], [], []
+        topic_len = len(topic.encode())
+        for msg in msgs:
+            self._check(msg)
+            if msg.topic != topic:
+                raise MessageIllegalError("every message of a batch must have the same topic")
+            if msg.delay_level:
+                raise MessageIllegalError("delay levels are not supported in batches")
+            props = msg.all_properties()
+            uniq = props.get(PropertyKeys.UNIQ_KEY) or self._uniq.next_id()
+            props[PropertyKeys.UNIQ_KEY] = uniq
+            encoded = encode_properties(props)
+            entries.append((msg.body, msg.flag, encoded))
+            ids.append(uniq)
+            sizes.append(record_size(len(msg.body), topic_len, len(encoded)))
+        data = encode_batch(entries)
+        if len(data) > self.max_message_size:
+            raise MessageTooLargeError(
+                len(data),
+                self.max_message_size,
+                message=f"batch of {len(data)} bytes exceeds {self.max_message_size}",
+            )
+        return _Encoded(topic, data, ids, sizes, False)
+
+    # -- the send path -----------------------------------------------------------------
+
+    def send(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        sharding_key: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """Send and wait (SYNC). ``queue``: that queue only; ``sharding_key``: ordered."""
+        self.start()
+        encoded = self._encode_one(msg)
+        return self._send(
+            encoded,
+            msg,
+            self.retry_times_when_send_failed,
+            queue=queue,
+            sharding_key=sharding_key,
+            timeout_ms=timeout_ms,
+        )
+
+    def send_batch(
+        self,
+        msgs: Sequence[Message],
+        *,
+        queue: MessageQueue | None = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """Many messages of one topic in one request; one SendResult for all."""
+        self.start()
+        encoded = self._encode_batch(msgs)
+        return self._send(
+            encoded,
+            list(msgs),
+            self.retry_times_when_send_failed,
+            queue=queue,
+            timeout_ms=timeout_ms,
+        )
+
+    def send_async(
+        self,
+        msg: Message,
+        callback: Callable[[SendResult | None, BaseException | None], None] | None = None,
+        *,
+        queue: MessageQueue | None = None,
+        sharding_key: str | None = None,
+    ) -> Future[SendResult]:
+        """Send in the background: a future, and ``callback(result, exception)`` if given.
+
+        Blocks while ``client_async_semaphore_value`` sends are in flight.
+        """
+        self.start()
+        encoded = self._encode_one(msg)  # bad input fails here, in the caller's thread
+        if not self._async_slots.acquire(timeout=self.send_msg_timeout_ms / 1000):
+            raise BrokerBusyError("too many async sends in flight (client_async_semaphore_value)")
+        executor = self._executor
+        if executor is None:
+            self._async_slots.release()
+            raise PyMQError("this producer was shut down")
+
+        def run() -> SendResult:
+            try:
+                return self._send(
+                    encoded,
+                    msg,
+                    self.retry_times_when_send_async_failed,
+                    queue=queue,
+                    sharding_key=sharding_key,
+                )
+            finally:
+                self._async_slots.release()
+
+        future = executor.submit(run)
+        if callback is not None:
+            future.add_done_callback(lambda f: _run_callback(callback, f))
+        return future
+
+    def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None) -> None:
+        """Send without waiting for (or retrying on) the answer."""
+        self.start()
+        encoded = self._encode_one(msg)
+        executor = self._executor
+        if executor is None:
+            raise PyMQError("this producer was shut down")
+        executor.submit(self._oneway, encoded, msg, queue)
+
+    def _oneway(self, encoded: _Encoded, msg: Message, queue: MessageQueue | None) -> None:
+        try:
+            self._send(encoded, msg, 0, queue=queue)
+        except PyMQError as exc:
+            log.debug("oneway send failed: %s", exc)
+
+    def _pick_queue(
+        self,
+        info: TopicPublishInfo,
+        last_broker: str | None,
+        queue: MessageQueue | None,
+        sharding_key: str | None,
+    ) -> MessageQueue:
+        if queue is not None:
+            return queue
+        if sharding_key is not None:
+            queues = info.message_queues
+            return queues[zlib.crc32(sharding_key.encode()) % len(queues)]
+        return self.fault_strategy.select_one_message_queue(info, last_broker)
+
+    def _send(
+        self,
+        encoded: _Encoded,
+        msg: Message | list[Message],
+        retries: int,
+        *,
+        queue: MessageQueue | None = None,
+        sharding_key: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        budget_ms = timeout_ms if timeout_ms is not None else self.send_msg_timeout_ms
+        deadline = time.monotonic() + budget_ms / 1000
+        attempts = 1 + retries
+        last_broker: str | None = None
+        last_error: PyMQError | None = None
+        for attempt in range(attempts):
+            remaining_ms = (deadline - time.monotonic()) * 1000
+            if remaining_ms <= 0:
+                break
+            info = self.publish_info(encoded.topic)
+            mq = self._pick_queue(info, last_broker, queue, sharding_key)
+            addr = info.broker_addrs.get(mq.broker_name)
+            if addr is None:
+                last_error = TopicNotExistError(f"broker {mq.broker_name} has no master address")
+                self._refresh_route(encoded.topic)
+                last_broker = mq.broker_name
+                continue
+            ctx = SendContext(self.group, msg, mq, mq.broker_name, addr, attempt)
+            self._hooks_before(ctx)
+            t0 = time.monotonic()
+            try:
+                result = self._send_once(
+                    addr, mq, encoded, split_send_timeout(remaining_ms, attempts - attempt)
+                )
+            except PyMQError as exc:
+                ctx.latency_ms = (time.monotonic() - t0) * 1000
+                ctx.exception = exc
+                self.fault_strategy.update_fault_item(
+                    mq.broker_name, ctx.latency_ms, isolation=exc.retriable
+                )
+                self._hooks_after(ctx)
+                if not (exc.retriable or exc.invalid_metadata):
+                    raise
+                if exc.invalid_metadata:
+                    self._refresh_route(encoded.topic)
+                last_error, last_broker = exc, mq.broker_name
+                log.debug("send attempt %d to %s failed: %s", attempt + 1, mq.broker_name, exc)
+                continue
+            ctx.latency_ms = (time.monotonic() - t0) * 1000
+            ctx.result = result
+            self.fault_strategy.update_fault_item(mq.broker_name, ctx.latency_ms, isolation=False)
+            self._hooks_after(ctx)
+            if (
+                result.status is not SendStatus.SEND_OK
+                and self.retry_another_broker_when_not_store_ok
+                and attempt + 1 < attempts
+            ):
+                last_broker = mq.broker_name
+                continue
+            return result
+        if last_error is None:
+            raise RemotingTimeoutError(
+                f"send to {encoded.topic} timed out after {budget_ms} ms (send_msg_timeout_ms)"
+            )
+        raise last_error
+
+    def _send_once(
+        self, addr: str, mq: MessageQueue, encoded: _Encoded, timeout_ms: float
+    ) -> SendResult:
+        target = path(
+            "topics",
+            mq.topic,
+            "messages",
+            "batch",
+            query={"queue_id": mq.queue_id, "compressed": encoded.compressed or None},
+        )
+        resp = self.transport.request(
+            addr, "POST", target, encoded.data, _OCTET, timeout_s=timeout_ms / 1000
+        )
+        raw: dict[str, Any] = decode_json(addr, resp)
+        offsets = batch_offsets(raw["offset_runs"], encoded.sizes)
+        host = str(raw["store_host"])
+        offset_ids = tuple(f"{host}{off:016X}" for off in offsets)
+        ids = tuple(encoded.msg_ids)
+        return SendResult(
+            status=SendStatus(raw["status"]),
+            msg_id=",".join(ids),
+            offset_msg_id=",".join(offset_ids),
+            queue=MessageQueue(mq.topic, mq.broker_name, int(raw["queue_id"])),
+            queue_offset=int(raw["queue_offset"]),
+            msg_ids=ids,
+            offset_msg_ids=offset_ids,
+        )
+
+    def _hooks_before(self, ctx: SendContext) -> None:
+        for hook in self._hooks:
+            try:
+                hook.send_message_before(ctx)
+            except Exception:  # a broken hook must not break sending; it is logged
+                log.exception("send hook %r failed before a send", hook)
+
+    def _hooks_after(self, ctx: SendContext) -> None:
+        for hook in self._hooks:
+            try:
+                hook.send_message_after(ctx)
+            except Exception:  # a broken hook must not break sending; it is logged
+                log.exception("send hook %r failed after a send", hook)
+
+
+def _run_callback(
+    callback: Callable[[SendResult | None, BaseException | None], None],
+    future: Future[SendResult],
+) -> None:
+    exc = future.exception()
+    try:
+        callback(None if exc else future.result(), exc)
+    except Exception:  # the caller's callback: log, never kill the worker
+        log.exception("send_async callback failed")

@@ -1,0 +1,95 @@
+"""A broker killed with -9 during a synchronous send loop costs the application nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from connector.client.consumer import PullConsumer
+from connector.client.producer import Producer
+from connector.client.results import SendResult
+from connector.errors import PyMQError
+from connector.local import LocalCluster
+from connector.protocol.message import Message, MessageExt, MessageQueue
+from connector.protocol.status import PullStatus
+
+TOPIC = "FailOver"
+
+
+def create_topic_everywhere(cluster: LocalCluster) -> None:
+    import httpx
+
+    for b in cluster.brokers:
+        r = httpx.put(
+            f"http://{b.addr}/topics/{TOPIC}",
+            json={"read_queue_nums": 4, "write_queue_nums": 4, "perm": 6},
+            timeout=10,
+        )
+        assert r.status_code == 200, r.text
+
+
+def route_brokers(producer: Producer) -> int:
+    route = producer.namesrv.topic_route(TOPIC)
+    return 0 if route is None else len(route.brokers)
+
+
+def wait_for(pred: object, timeout_s: float) -> None:
+    assert callable(pred)
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
+
+
+def queue_contents(consumer: PullConsumer, mq: MessageQueue) -> dict[int, MessageExt]:
+    out: dict[int, MessageExt] = {}
+    offset = 0
+    while True:
+        res = consumer.pull(mq, offset, 2000)
+        if res.status is not PullStatus.FOUND:
+            return out
+        for m in res.messages:
+            out[m.queue_offset] = m
+        offset = res.next_begin_offset
+
+
+def test_kill_9_during_sync_sends_loses_nothing(cluster: LocalCluster) -> None:
+    create_topic_everywhere(cluster)
+    ns = cluster.namesrv_addr
+    results: list[SendResult] = []
+    failures: list[BaseException] = []
+    with Producer(group="failover", namesrv=ns) as producer:
+        wait_for(lambda: route_brokers(producer) == 2, 10)  # fmt: skip
+        killed = threading.Event()
+
+        def killer() -> None:
+            while len(results) < 3000:
+                time.sleep(0.01)
+            cluster.broker("broker-b").kill()
+            killed.set()
+
+        t = threading.Thread(target=killer)
+        t.start()
+        for i in range(10_000):
+            try:
+                results.append(producer.send(Message(topic=TOPIC, body=b"n%05d" % i)))
+            except PyMQError as exc:  # the assertion below reports them
+                failures.append(exc)
+        t.join(30)
+        assert killed.is_set()
+    assert failures == []
+    assert len(results) == 10_000
+    sent_to = {r.queue.broker_name for r in results[5000:]}
+    assert sent_to == {"broker-a"}  # once the route dropped broker-b, or by retries
+
+    cluster.restart_broker("broker-b")
+    with PullConsumer(group="check", namesrv=ns) as consumer:
+        wait_for(lambda: len({q.broker_name for q in consumer.fetch_queues(TOPIC)}) == 2, 15)
+        stored: dict[tuple[str, int], dict[int, MessageExt]] = {}
+        for mq in consumer.fetch_queues(TOPIC):
+            stored[(mq.broker_name, mq.queue_id)] = queue_contents(consumer, mq)
+    for i, r in enumerate(results):
+        m = stored[(r.queue.broker_name, r.queue.queue_id)].get(r.queue_offset)
+        assert m is not None, f"result {i} points at nothing: {r}"
+        assert m.msg_id == r.msg_id and m.body == b"n%05d" % i
