@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,14 @@ DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _LEVEL = re.compile(r"^(\d+)(ms|s|m|h|d)$")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,127}$")
+
+
+def _is_ipv4(host: str) -> bool:
+    try:
+        socket.inet_aton(host)
+    except OSError:
+        return False
+    return host.count(".") == 3
 
 
 def parse_delay_levels(text: str) -> tuple[int, ...]:
@@ -49,6 +58,9 @@ class BrokerConfig:
     host: str = "127.0.0.1"
     port: int = 10911
     namesrv: str | None = None  # "h:p;h:p"
+    # the "host:port" clients are told (routes, msgIds) when it is not the bind address:
+    # behind NAT, in a container, or behind a proxy (RocketMQ's brokerIP1)
+    advertised_addr: str | None = None
     store_dir: Path | None = None  # default ~/.pymq/store/<broker_name>
     broker_permission: int = 6
     register_name_server_period_ms: int = 30_000
@@ -80,11 +92,16 @@ class BrokerConfig:
         if self.max_reconsume_times < 0:
             raise ConfigError("max_reconsume_times must be >= 0")
         parse_delay_levels(self.message_delay_level)
+        if self.advertised_addr is not None:
+            host, sep, port = self.advertised_addr.rpartition(":")
+            if not sep or not _is_ipv4(host) or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError("advertised_addr must be IPv4:port (it goes into msgIds)")
         self.store_config()  # validates the store keys in extra
 
     @property
     def addr(self) -> str:
-        return f"{self.host}:{self.port}"
+        """What clients connect to: ``advertised_addr``, else ``host:port``."""
+        return self.advertised_addr or f"{self.host}:{self.port}"
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -108,11 +125,13 @@ class BrokerConfig:
             if key not in known or key in ("store_dir", "store_host", "store_port", "extra"):
                 raise ConfigError(f"unknown broker setting {key!r}")
             kwargs[key] = value
+        host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        port = self.port if port is None else port
+        if self.advertised_addr is not None:  # msgIds must name an address clients reach
+            adv_host, _, adv_port = self.advertised_addr.rpartition(":")
+            host, port = adv_host, int(adv_port)
         return StoreConfig(
-            store_dir=self.resolved_store_dir,
-            store_host=self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1",
-            store_port=self.port if port is None else port,
-            **kwargs,
+            store_dir=self.resolved_store_dir, store_host=host, store_port=port, **kwargs
         )
 
     def with_port(self, port: int) -> BrokerConfig:

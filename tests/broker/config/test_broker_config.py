@@ -29,9 +29,9 @@ def test_shipped_broker_files_load_and_document_every_key(name: str) -> None:
     assert store.flush_disk_type is FlushDiskType.ASYNC_FLUSH
     assert store.mapped_file_size_commit_log == 1 << 30
     documented = set(read_toml(path))
-    every = set(settings_keys(BrokerConfig, StoreConfig)) - {"store_dir", "store_host",
-                                                              "store_port"}  # fmt: skip
-    commented = {"store_dir"}  # shown commented out: its default depends on the name
+    commented = {"store_dir", "advertised_addr"}  # shown commented out: no fixed default
+    every = set(settings_keys(BrokerConfig, StoreConfig)) - {"store_host", "store_port"}
+    every -= commented
     assert every - documented == set(), "keys missing from the shipped file"
     assert commented <= set(settings_keys(BrokerConfig))
 
@@ -107,3 +107,13 @@ def test_store_config_takes_the_broker_address() -> None:
     store = config.with_port(12345).store_config()
     assert (store.store_host, store.store_port) == ("127.0.0.1", 12345)
     assert store.store_dir == Path("/tmp/x")
+
+
+def test_advertised_addr_is_what_clients_see() -> None:
+    config = load(environ={"PYMQ_ADVERTISED_ADDR": "10.1.2.3:19999", "PYMQ_PORT": "10911"})
+    assert config.addr == "10.1.2.3:19999"
+    store = config.store_config()
+    assert (store.store_host, store.store_port) == ("10.1.2.3", 19999)
+    for bad in ("somehost:1", "10.1.2.3", "10.1.2.3:0", "1.2.3:5"):
+        with pytest.raises(ConfigError, match="advertised_addr"):
+            load(environ={"PYMQ_ADVERTISED_ADDR": bad})
