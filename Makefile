@@ -45,6 +45,7 @@ test: lint typecheck unit
 bench: $(VENV)/.installed-test
 	$(PY) benchmarks/store_bench.py --runs 5
 	$(PY) benchmarks/server_bench.py --runs 3
+	$(PY) benchmarks/client_bench.py --runs 3
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

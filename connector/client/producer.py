@@ -273,30 +273,38 @@ class Producer:
     def _encode_batch(self, msgs: Sequence[Message]) -> _Encoded:
         if not msgs:
             raise MessageIllegalError("a batch needs at least one message")
-        topic = msgs[0].topic
-        entries, ids, sizes = [], [], []
+        topic = validate_topic(msgs[0].topic)
         topic_len = len(topic.encode())
-        for msg in msgs:
-            self._check(msg)
+        limit = self.max_message_size
+        entries, sizes, msg_ids = [], [], []
+        ids = self._uniq.next_ids(len(msgs))
+        for msg, uniq in zip(msgs, ids, strict=True):
+            body = msg.body
             if msg.topic != topic:
                 raise MessageIllegalError("every message of a batch must have the same topic")
+            if not body or not isinstance(body, bytes):
+                raise MessageIllegalError("message body must be non-empty bytes")
+            if len(body) > limit:
+                raise MessageTooLargeError(len(body), limit)
             if msg.delay_level:
                 raise MessageIllegalError("delay levels are not supported in batches")
-            props = msg.all_properties()
-            uniq = props.get(PropertyKeys.UNIQ_KEY) or self._uniq.next_id()
-            props[PropertyKeys.UNIQ_KEY] = uniq
-            encoded = encode_properties(props)
-            entries.append((msg.body, msg.flag, encoded))
-            ids.append(uniq)
-            sizes.append(record_size(len(msg.body), topic_len, len(encoded)))
+            if msg.tags or msg.keys or msg.properties:
+                msg.validate()
+                props = msg.all_properties()
+                key = props.setdefault(PropertyKeys.UNIQ_KEY, uniq)  # the caller's, if set
+                encoded = encode_properties(props)
+            else:  # the common case, without building a dict
+                key = uniq
+                encoded = b"UNIQ_KEY\x01" + uniq.encode() + b"\x02"
+            entries.append((body, msg.flag, encoded))
+            sizes.append(record_size(len(body), topic_len, len(encoded)))
+            msg_ids.append(key)
         data = encode_batch(entries)
-        if len(data) > self.max_message_size:
+        if len(data) > limit:
             raise MessageTooLargeError(
-                len(data),
-                self.max_message_size,
-                message=f"batch of {len(data)} bytes exceeds {self.max_message_size}",
+                len(data), limit, message=f"batch of {len(data)} bytes exceeds {limit}"
             )
-        return _Encoded(topic, data, ids, sizes, False)
+        return _Encoded(topic, data, msg_ids, sizes, False)
 
     # -- the send path -----------------------------------------------------------------
 

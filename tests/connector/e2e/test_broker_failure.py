@@ -93,3 +93,20 @@ def test_kill_9_during_sync_sends_loses_nothing(cluster: LocalCluster) -> None:
         m = stored[(r.queue.broker_name, r.queue.queue_id)].get(r.queue_offset)
         assert m is not None, f"result {i} points at nothing: {r}"
         assert m.msg_id == r.msg_id and m.body == b"n%05d" % i
+
+
+def test_kill_9_during_async_sends_retries_on_the_other_broker(cluster: LocalCluster) -> None:
+    """Async sends also retry on another broker when the connection fails (rocketmq#3556)."""
+    create_topic_everywhere(cluster)
+    ns = cluster.namesrv_addr
+    with Producer(group="failover-async", namesrv=ns) as producer:
+        wait_for(lambda: route_brokers(producer) == 2, 15)
+        first = [producer.send_async(Message(topic=TOPIC, body=b"a%05d" % i)) for i in range(500)]
+        for f in first:
+            f.result(30)
+        cluster.broker("broker-b").kill()
+        later = [producer.send_async(Message(topic=TOPIC, body=b"b%05d" % i)) for i in range(2000)]
+        errors = [f.exception(60) for f in later]
+    assert [e for e in errors if e is not None] == []
+    assert {f.result().queue.broker_name for f in later} <= {"broker-a", "broker-b"}
+    cluster.restart_broker("broker-b")

@@ -124,3 +124,22 @@ def test_consumer_offsets_and_tags(cluster: LocalCluster) -> None:
         assert past.status is PullStatus.OFFSET_ILLEGAL and past.next_begin_offset == 10
         waited = c.pull(mq, 10, 10, wait_ms=200)
         assert waited.status is PullStatus.NO_NEW_MSG
+
+
+def test_batch_keeps_given_ids_and_properties(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    with Producer(group="e2e", namesrv=ns) as producer, PullConsumer(group="g", namesrv=ns) as c:
+        msgs = [
+            Message(topic="E2eBatchIds", body=b"plain"),
+            Message(topic="E2eBatchIds", body=b"mine", properties={"UNIQ_KEY": "MY-ID-1"}),
+            Message(
+                topic="E2eBatchIds", body=b"tagged", tags="T", keys=["k"], properties={"p": "1"}
+            ),
+        ]
+        r = producer.send_batch(msgs)
+        assert r.msg_ids[1] == "MY-ID-1" and len(set(r.msg_ids)) == 3
+        wait_route(producer, "E2eBatchIds", 1)  # the broker registers the new topic
+        res = c.pull(r.queue, r.queue_offset, 10)
+        assert [m.msg_id for m in res.messages] == list(r.msg_ids)
+        assert [m.offset_msg_id for m in res.messages] == list(r.offset_msg_ids)
+        assert res.messages[2].tags == "T" and res.messages[2].properties["p"] == "1"
