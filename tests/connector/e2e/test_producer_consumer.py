@@ -143,3 +143,49 @@ def test_batch_keeps_given_ids_and_properties(cluster: LocalCluster) -> None:
         assert [m.msg_id for m in res.messages] == list(r.msg_ids)
         assert [m.offset_msg_id for m in res.messages] == list(r.offset_msg_ids)
         assert res.messages[2].tags == "T" and res.messages[2].properties["p"] == "1"
+
+
+def test_many_threads_oneway_and_callbacks(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    with Producer(group="e2e", namesrv=ns, client_async_semaphore_value=4) as producer:
+        producer.send(Message(topic="E2eThreads", body=b"first"))
+        results: list[SendResult] = []
+        lock = threading.Lock()
+
+        def worker(k: int) -> None:
+            for i in range(100):
+                r = producer.send(Message(topic="E2eThreads", body=b"t%d-%d" % (k, i)))
+                with lock:
+                    results.append(r)
+
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(results) == 800
+        assert len({(r.queue, r.queue_offset) for r in results}) == 800  # no two share a slot
+
+        seen: list[tuple[SendResult | None, BaseException | None]] = []
+        done = threading.Event()
+
+        def callback(result: SendResult | None, exc: BaseException | None) -> None:
+            seen.append((result, exc))
+            if len(seen) == 20:
+                done.set()
+
+        for i in range(20):  # more than the 4 in-flight slots: the caller waits its turn
+            producer.send_async(Message(topic="E2eThreads", body=b"cb%d" % i), callback)
+        assert done.wait(30)
+        assert all(r is not None and e is None for r, e in seen)
+
+        producer.send_oneway(Message(topic="E2eThreads", body=b"fire and forget"))
+        wait_route(producer, "E2eThreads", 1)
+        with PullConsumer(group="g", namesrv=ns) as c:
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                if any(m.body == b"fire and forget" for m in pull_everything(c, "E2eThreads")):
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError("the oneway message never arrived")
