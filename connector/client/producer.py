@@ -131,6 +131,7 @@ class Producer:
         self._hooks: list[SendMessageHook] = []
         self._routes: dict[str, TopicPublishInfo] = {}
         self._routes_lock = threading.Lock()
+        self._targets: dict[tuple[str, int, bool], str] = {}
         self._async_slots = threading.BoundedSemaphore(client_async_semaphore_value)
         self._async_workers = async_workers
         self._executor: ThreadPoolExecutor | None = None
@@ -482,13 +483,18 @@ class Producer:
     def _send_once(
         self, addr: str, mq: MessageQueue, encoded: _Encoded, timeout_ms: float
     ) -> SendResult:
-        target = path(
-            "topics",
-            mq.topic,
-            "messages",
-            "batch",
-            query={"queue_id": mq.queue_id, "compressed": encoded.compressed or None},
-        )
+        key = (mq.topic, mq.queue_id, encoded.compressed)
+        target = self._targets.get(key)
+        if target is None:  # percent-encoding a path costs more than it looks: once per queue
+            target = path(
+                "topics",
+                mq.topic,
+                "messages",
+                "batch",
+                query={"queue_id": mq.queue_id, "compressed": encoded.compressed or None},
+            )
+            if len(self._targets) < 65_536:
+                self._targets[key] = target
         resp = self.transport.request(
             addr, "POST", target, encoded.data, _OCTET, timeout_s=timeout_ms / 1000
         )
