@@ -88,7 +88,9 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
         # uvicorn re-raises a captured signal after its graceful shutdown, so the
         # process would die of it (exit -15); a clean stop is a normal exit here
-        self._captured_signals.clear()
+        captured = getattr(self, "_captured_signals", None)  # uvicorn >= 0.29
+        if isinstance(captured, list):
+            captured.clear()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
