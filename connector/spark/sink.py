@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 from connector.errors import ConfigError
 from connector.spark.options import WriteOptions
 
-__all__ = ["PyMQBatchWriter", "SinkCommitMessage"]
+__all__ = ["PyMQBatchWriter", "SinkCommitMessage", "check_write_schema", "write_batches"]
 
 log = logging.getLogger(__name__)
 WRITE_COLUMNS = (
@@ -44,16 +44,21 @@ class SinkCommitMessage(WriterCommitMessage):
     requests: int
 
 
+def check_write_schema(opts: WriteOptions, schema: StructType) -> None:
+    """The frame's columns, checked on the driver before any task runs."""
+    names = set(schema.fieldNames())
+    if "body" not in names:
+        raise ConfigError("the DataFrame needs a body column (binary or string)")
+    if opts.topic is None and "topic" not in names:
+        raise ConfigError("give the topic option or a topic column")
+    unknown = names - set(WRITE_COLUMNS)
+    if unknown:
+        raise ConfigError(f"columns not understood by the pymq sink: {sorted(unknown)}")
+
+
 class PyMQBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
-        names = set(schema.fieldNames())
-        if "body" not in names:
-            raise ConfigError("the DataFrame needs a body column (binary or string)")
-        if opts.topic is None and "topic" not in names:
-            raise ConfigError("give the topic option or a topic column")
-        unknown = names - set(WRITE_COLUMNS)
-        if unknown:
-            raise ConfigError(f"columns not understood by the pymq sink: {sorted(unknown)}")
+        check_write_schema(opts, schema)
         self.opts = opts
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:

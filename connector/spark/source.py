@@ -16,11 +16,14 @@ from typing import Any
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.types import StructType
 
+from connector.errors import ConfigError
 from connector.spark.options import READ_SCHEMA, ReadOptions, WriteOptions
 
 __all__ = ["PyMQBatchReader", "PyMQDataSource", "QueueRange"]
@@ -51,6 +54,23 @@ class PyMQDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return PyMQBatchReader(ReadOptions.parse(self.options, stream=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from connector.spark.stream import PyMQStreamReader  # noqa: PLC0415
+
+        raw = self.options.get("maxMessagesPerTrigger") or self.options.get("maxmessagespertrigger")
+        limit = int(raw) if raw else None
+        if limit is not None and limit < 1:
+            raise ConfigError("option maxMessagesPerTrigger must be >= 1")
+        return PyMQStreamReader(ReadOptions.parse(self.options, stream=True), limit)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from connector.spark.sink import check_write_schema  # noqa: PLC0415
+        from connector.spark.stream import PyMQStreamWriter  # noqa: PLC0415
+
+        opts = WriteOptions.parse(self.options)
+        check_write_schema(opts, schema)
+        return PyMQStreamWriter(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from connector.spark.sink import PyMQBatchWriter  # noqa: PLC0415 - driver only
