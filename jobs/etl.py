@@ -25,11 +25,13 @@ from spark_session import get_spark
 
 def transform(df: Any) -> Any:
     """The ETL step: here a copy that records where each message came from."""
+    # map_filter first: a message that already went through an ETL keeps one source id
     return df.selectExpr(
         "body",
         "tags",
         "keys",
-        "map_concat(properties, map('etl_source_msg_id', msgId)) as properties",
+        "map_concat(map_filter(properties, (k, v) -> k != 'etl_source_msg_id'), "
+        "map('etl_source_msg_id', msgId)) as properties",
     )
 
 

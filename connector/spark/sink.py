@@ -2,7 +2,7 @@
 
 Rows become messages: ``body`` (binary or string, required), optional
 ``topic`` (the ``topic`` option wins, as in Kafka's sink), ``tags``,
-``keys`` (space-separated), ``properties`` (map), ``queueId``,
+``keys`` (a space-separated string or an array), ``properties`` (map), ``queueId``,
 ``shardingKey``, ``delayLevel``. Plain rows go out in batches of
 ``batchSize`` per topic; rows that pin a queue, carry a sharding key or a
 delay go one by one. Delivery is at-least-once: a task that fails and is
@@ -115,7 +115,7 @@ def write_batches(opts: WriteOptions, batches: Iterator[Any]) -> SinkCommitMessa
                     topic=topic,
                     body=body,
                     tags=cols.get("tags", [None] * len(bodies))[i],
-                    keys=keys.split() if keys else [],
+                    keys=(keys.split() if isinstance(keys, str) else list(keys)) if keys else [],
                     properties=dict(props) if props else {},
                     delay_level=int(delay),
                 )
