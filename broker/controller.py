@@ -147,7 +147,7 @@ class BrokerController:
             ok = await asyncio.wait_for(
                 asyncio.shield(self.flush_waiter.wait(outcome.flushed)), timeout
             )
-        except TimeoutError:
+        except asyncio.TimeoutError:  # a builtin TimeoutError only from Python 3.11
             ok = False
         if ok:
             return outcome.put

@@ -57,7 +57,7 @@ class PullRequestHoldService:
             fut.set_result(None)
         try:
             await asyncio.wait_for(fut, timeout_s)
-        except TimeoutError:
+        except asyncio.TimeoutError:  # a builtin TimeoutError only from Python 3.11
             return False
         finally:
             waiters = self._waiters.get(key)

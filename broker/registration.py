@@ -62,7 +62,7 @@ class BrokerRegistrar:
     async def _run(self) -> None:
         assert self._kick is not None
         while True:
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(asyncio.TimeoutError):  # builtin only from 3.11
                 await asyncio.wait_for(self._kick.wait(), self.period_s)
             self._kick.clear()
             await self.register_all()
