@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: run test lint typecheck unit bench prereq clean
+.PHONY: run test lint typecheck unit bench prereq java clean
 
 prereq:
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; pymq needs Python 3.10+" >&2; exit 1; }
@@ -37,7 +37,10 @@ lint: $(VENV)/.installed-test
 typecheck: $(VENV)/.installed-test
 	$(VENV)/bin/mypy
 
-unit: $(VENV)/.installed-test
+java:
+	@command -v java >/dev/null || { echo "error: java not found; Spark and the Spark tests need Java 17+" >&2; exit 1; }
+
+unit: $(VENV)/.installed-test | java
 	$(PY) -m pytest
 
 test: lint typecheck unit
