@@ -29,10 +29,10 @@ from broker.hotpath import (
     send_result,
     send_single,
 )
-from broker.processors.pull import parse_tags
 from connector import __version__
 from connector.edge import install_error_handlers
 from connector.errors import UnsupportedMediaTypeError
+from connector.protocol.hashing import parse_tags
 from connector.protocol.rest import (
     MAX_I64,
     ConsumerOffset,

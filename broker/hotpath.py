@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from broker.controller import BrokerController
-from broker.processors.pull import PullOutcome, parse_tags
+from broker.processors.pull import PullOutcome
 from broker.processors.send import SendOutcome
 from broker.store.results import PutMessageResult
 from connector.edge.errors import validation_message
@@ -32,6 +32,7 @@ from connector.errors import (
     PyMQError,
     UnsupportedMediaTypeError,
 )
+from connector.protocol.hashing import parse_tags
 from connector.protocol.message import MessageExt
 from connector.protocol.msgid import encode_host, encode_offset_msg_id
 from connector.protocol.rest import MAX_I64, SendMessageRequest

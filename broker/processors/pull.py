@@ -27,19 +27,9 @@ from connector.protocol.hashing import tags_code
 from connector.protocol.names import validate_topic
 from connector.protocol.status import PullStatus
 
-__all__ = ["PullMessageProcessor", "PullOutcome", "parse_tags"]
+__all__ = ["PullMessageProcessor", "PullOutcome"]
 
 S = GetMessageStatus
-
-
-def parse_tags(expression: str | None) -> frozenset[str] | None:
-    """``"A || B"`` -> {"A", "B"}; None, "" and "*" mean every message."""
-    if expression is None:
-        return None
-    tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
-    if not tags or "*" in tags:
-        return None
-    return tags
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ from connector.client.namesrv import NameServerClient, parse_namesrv
 from connector.client.results import PullResult
 from connector.client.transport import ClientTransport, path
 from connector.errors import InvalidOffsetError, PyMQError, TopicNotExistError
+from connector.protocol.hashing import parse_tags
 from connector.protocol.message import MessageExt, MessageQueue
 from connector.protocol.names import validate_group, validate_topic
 from connector.protocol.record import decode_record
@@ -29,18 +30,10 @@ from connector.protocol.wire import (
     RECORDS_CONTENT_TYPE,
 )
 
-__all__ = ["PullConsumer", "parse_tag_expression"]
+__all__ = ["PullConsumer"]
 
 PERM_READ = 4
 _RECORDS = {"accept": RECORDS_CONTENT_TYPE}
-
-
-def parse_tag_expression(expression: str | None) -> frozenset[str] | None:
-    """``"A || B"`` -> {"A", "B"}; None, "" and "*" mean every message."""
-    if expression is None:
-        return None
-    tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
-    return None if not tags or "*" in tags else tags
 
 
 class PullConsumer:
@@ -128,7 +121,7 @@ class PullConsumer:
         An offset outside the queue is ``PullStatus.OFFSET_ILLEGAL`` with the
         offset to go on from in ``next_begin_offset`` (as in RocketMQ).
         """
-        wanted = parse_tag_expression(tags)
+        wanted = parse_tags(tags)
         query = {"offset": offset, "max": max_nums, "tags": tags, "wait_ms": wait_ms or None}
         target = path("topics", mq.topic, "queues", mq.queue_id, "messages", query=query)
         addr = self._addr(mq)

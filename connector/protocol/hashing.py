@@ -9,7 +9,7 @@ from __future__ import annotations
 import zlib
 from functools import lru_cache
 
-__all__ = ["key_hash", "tags_code"]
+__all__ = ["key_hash", "parse_tags", "tags_code"]
 
 
 @lru_cache(maxsize=4096)
@@ -30,3 +30,11 @@ def key_hash(key: str) -> int:
     Stable across processes; the broker's compiled scans compute the same value.
     """
     return zlib.crc32(key.encode("utf-8")) & 0x7FFFFFFF
+
+
+def parse_tags(expression: str | None) -> frozenset[str] | None:
+    """A subscription expression ``"A || B"`` -> {"A", "B"}; None, "" and "*" mean all."""
+    if expression is None:
+        return None
+    tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
+    return None if not tags or "*" in tags else tags

@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType
 from connector.errors import ConfigError
 from connector.spark.options import READ_SCHEMA, ReadOptions, WriteOptions
 
-__all__ = ["PyMQBatchReader", "PyMQDataSource", "QueueRange"]
+__all__ = ["PyMQBatchReader", "PyMQDataSource", "QueueRange", "pick_offset"]
 
 log = logging.getLogger(__name__)
 
@@ -89,16 +89,19 @@ def resolve_ranges(opts: ReadOptions) -> list[QueueRange]:
         for topic in opts.topics:
             for mq in consumer.fetch_queues(topic):
                 lo, hi = consumer.min_offset(mq), consumer.max_offset(mq)
-                start = _pick(opts.starting, topic, mq.broker_name, mq.queue_id, lo, hi)
+                start = pick_offset(opts.starting, topic, mq.broker_name, mq.queue_id, lo, hi)
                 if opts.starting_timestamp is not None:
                     start = consumer.search_offset(mq, opts.starting_timestamp)
-                end = _pick(opts.ending, topic, mq.broker_name, mq.queue_id, hi, hi)
+                end = pick_offset(opts.ending, topic, mq.broker_name, mq.queue_id, hi, hi)
                 if end > start:
                     ranges.append(QueueRange(topic, mq.broker_name, mq.queue_id, start, end))
     return split_ranges(ranges, opts.min_partitions)
 
 
-def _pick(spec: str | dict[str, Any], topic: str, broker: str, qid: int, lo: int, hi: int) -> int:
+def pick_offset(
+    spec: str | dict[str, Any], topic: str, broker: str, qid: int, lo: int, hi: int
+) -> int:
+    """``earliest`` -> lo, ``latest`` -> hi, JSON -> its value (-2 earliest, -1 latest)."""
     if spec == "earliest":
         return lo
     if spec == "latest":

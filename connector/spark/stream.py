@@ -32,7 +32,7 @@ from pyspark.sql.streaming.datasource import (
 
 from connector.spark.options import ReadOptions, WriteOptions
 from connector.spark.sink import SinkCommitMessage, write_batches
-from connector.spark.source import QueueRange, read_range
+from connector.spark.source import QueueRange, pick_offset, read_range
 
 __all__ = ["PyMQStreamReader", "PyMQStreamWriter", "split_limit"]
 
@@ -105,21 +105,13 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         bounds = self._bounds()
         start: dict[tuple[str, str, int], int] = {}
         for key, (lo, hi) in bounds.items():
-            spec = self.opts.starting
             if self.opts.starting_timestamp is not None:
                 from connector.protocol.message import MessageQueue  # noqa: PLC0415
 
-                start[key] = self._client().search_offset(
-                    MessageQueue(*key), self.opts.starting_timestamp
-                )
-            elif spec == "earliest":
-                start[key] = lo
-            elif spec == "latest":
-                start[key] = hi
+                mq = MessageQueue(*key)
+                start[key] = self._client().search_offset(mq, self.opts.starting_timestamp)
             else:
-                assert isinstance(spec, dict)
-                value = spec.get(key[0], {}).get(key[1], {}).get(str(key[2]))
-                start[key] = lo if value is None else {-2: lo, -1: hi}.get(int(value), int(value))
+                start[key] = pick_offset(self.opts.starting, *key, lo, hi)
         return _nest(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:

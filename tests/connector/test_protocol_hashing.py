@@ -69,3 +69,11 @@ def test_key_hash_is_non_negative_masked_crc32(key: str) -> None:
 def test_key_hash_known_value() -> None:
     assert key_hash("TopicTest#order-1") == zlib.crc32(b"TopicTest#order-1") & 0x7FFFFFFF
     assert key_hash("") == 0
+
+
+def test_parse_tags() -> None:
+    from connector.protocol.hashing import parse_tags
+
+    assert parse_tags("A || B ||C") == frozenset({"A", "B", "C"})
+    assert parse_tags(None) is None and parse_tags("") is None and parse_tags(" * ") is None
+    assert parse_tags("A || *") is None
