@@ -121,7 +121,35 @@ class PullConsumer:
         An offset outside the queue is ``PullStatus.OFFSET_ILLEGAL`` with the
         offset to go on from in ``next_begin_offset`` (as in RocketMQ).
         """
+        res = self.pull_records(mq, offset, max_nums, tags=tags, wait_ms=wait_ms)
         wanted = parse_tags(tags)
+        messages: list[MessageExt] = []
+        data = res.records
+        pos = 0
+        while pos < len(data):
+            msg = decode_record(data, pos)
+            pos += msg.store_size
+            if wanted is None or msg.tags in wanted:
+                messages.append(msg)
+        status = res.status
+        if status is PullStatus.FOUND and not messages:
+            status = PullStatus.NO_MATCHED_MSG
+        return PullResult(status, res.next_begin_offset, res.min_offset, res.max_offset, messages)
+
+    def pull_records(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        *,
+        tags: str | None = None,
+        wait_ms: int = 0,
+    ) -> PullResult:
+        """As ``pull``, but the stored records stay undecoded in ``records``.
+
+        The broker filters by tag hash only; records whose tag merely shares
+        a hash are still there, for the caller to drop (``pull`` does).
+        """
         query = {"offset": offset, "max": max_nums, "tags": tags, "wait_ms": wait_ms or None}
         target = path("topics", mq.topic, "queues", mq.queue_id, "messages", query=query)
         addr = self._addr(mq)
@@ -141,23 +169,12 @@ class PullConsumer:
                 self._route(mq.topic, refresh=True)
             raise
         h = resp.headers
-        status = PullStatus(h[H_STATUS])
-        messages: list[MessageExt] = []
-        data = resp.body
-        pos = 0
-        while pos < len(data):
-            msg = decode_record(data, pos)
-            pos += msg.store_size
-            if wanted is None or msg.tags in wanted:
-                messages.append(msg)
-        if status is PullStatus.FOUND and not messages:
-            status = PullStatus.NO_MATCHED_MSG
         return PullResult(
-            status,
+            PullStatus(h[H_STATUS]),
             int(h[H_NEXT_BEGIN_OFFSET]),
             int(h[H_MIN_OFFSET]),
             int(h[H_MAX_OFFSET]),
-            messages,
+            records=resp.body,
         )
 
     def min_offset(self, mq: MessageQueue) -> int:

@@ -37,6 +37,7 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt] = field(default_factory=list)
+    records: bytes = b""  # the stored records undecoded (``PullConsumer.pull_records``)
 
 
 @dataclass(slots=True)

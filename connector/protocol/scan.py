@@ -20,7 +20,7 @@ from numba import njit
 from connector.errors import CorruptRecordError
 from connector.protocol.record import HEADER_SIZE, MESSAGE_MAGIC_CODE, OFF_BODYLEN, OFF_QUEUEOFFSET
 
-__all__ = ["RecordIndex", "index_records"]
+__all__ = ["RecordIndex", "gather", "index_records", "split_properties"]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -108,3 +108,106 @@ def index_records(data: bytes) -> RecordIndex:
     return RecordIndex(
         data, cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], cols[:, 4], cols[:, 5], cols[:, 6]
     )
+
+
+@njit(cache=True, nogil=True)
+def _gather(buf: Any, starts: Any, lens: Any, out: Any, offsets: Any) -> None:  # pragma: no cover
+    pos = 0
+    for i in range(len(starts)):
+        offsets[i] = pos
+        s = starts[i]
+        for j in range(lens[i]):
+            out[pos + j] = buf[s + j]
+        pos += lens[i]
+    offsets[len(starts)] = pos
+
+
+def gather(data: bytes, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Copy ``data[starts[i]:starts[i]+lens[i]]`` back to back: (bytes, int32 offsets).
+
+    The two buffers of an Arrow binary/string array, built in one pass.
+    """
+    buf = np.frombuffer(data, dtype=np.uint8)
+    out = np.empty(int(lens.sum()), dtype=np.uint8)
+    offsets = np.empty(len(starts) + 1, dtype=np.int32)
+    _gather(buf, starts, lens, out, offsets)
+    return out, offsets
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is(buf: Any, pos: int, n: int, name: Any) -> bool:  # pragma: no cover - compiled
+    if n != len(name):
+        return False
+    for k in range(n):  # noqa: SIM110 - numba compiles loops, not generators
+        if buf[pos + k] != name[k]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _split_props(
+    buf: Any,
+    starts: Any,
+    lens: Any,
+    names: Any,
+    name_lens: Any,
+    pairs: Any,
+    counts: Any,
+    found: Any,
+    repeated: Any,
+) -> int:  # pragma: no cover - compiled
+    """Pairs ``name\x01value\x02`` of every record's properties; see split_properties."""
+    n = 0
+    for r in range(len(starts)):
+        pos = starts[r]
+        end = pos + lens[r]
+        first = n
+        while pos < end:
+            stop = pos
+            while stop < end and buf[stop] != 2:
+                stop += 1
+            sep = pos
+            while sep < stop and buf[sep] != 1:
+                sep += 1
+            if sep < stop and sep > pos:  # a pair without a separator or name is skipped
+                pairs[n, 0] = pos
+                pairs[n, 1] = sep - pos
+                pairs[n, 2] = sep + 1
+                pairs[n, 3] = stop - sep - 1
+                for w in range(len(name_lens)):
+                    if _is(buf, pos, sep - pos, names[w, : name_lens[w]]):
+                        found[r, w] = n  # a repeated name: the last one wins, as in a dict
+                for p in range(first, n):
+                    if _is(buf, pos, sep - pos, buf[pairs[p, 0] : pairs[p, 0] + pairs[p, 1]]):
+                        repeated[0] = 1
+                n += 1
+            pos = stop + 1
+        counts[r] = n - first
+    return n
+
+
+def split_properties(
+    data: bytes, starts: np.ndarray, lens: np.ndarray, wanted: tuple[str, ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """Find every property pair without decoding: ``(pairs, counts, found, repeated)``.
+
+    ``pairs[k]`` = (name start, name length, value start, value length) in
+    ``data``; ``counts[r]`` = pairs of record r (they come in record order);
+    ``found[r, w]`` = index in ``pairs`` of property ``wanted[w]`` of record r,
+    or -1. Same rules as ``decode_properties``: a pair without ``\x01`` or
+    with an empty name is skipped, a repeated name keeps its last value;
+    ``repeated`` says whether some record names a property twice (then all its
+    pairs are in ``pairs``: a map wants the caller to drop the earlier ones).
+    """
+    buf = np.frombuffer(data, dtype=np.uint8)
+    encoded = [w.encode() for w in wanted]
+    names = np.zeros((len(wanted), max((len(e) for e in encoded), default=1)), dtype=np.uint8)
+    for w, e in enumerate(encoded):
+        names[w, : len(e)] = np.frombuffer(e, dtype=np.uint8)
+    name_lens = np.array([len(e) for e in encoded], dtype=np.int64)
+    pairs = np.empty((int(lens.sum()) // 2 + 1, 4), dtype=np.int64)
+    counts = np.empty(len(starts), dtype=np.int64)
+    found = np.full((len(starts), len(wanted)), -1, dtype=np.int64)
+    repeated = np.zeros(1, dtype=np.int64)
+    n = _split_props(buf, starts, lens, names, name_lens, pairs, counts, found, repeated)
+    return pairs[:n], counts, found, bool(repeated[0])

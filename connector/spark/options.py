@@ -8,15 +8,36 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
 from connector.errors import ConfigError
 from connector.protocol.names import validate_topic
 
 __all__ = ["READ_SCHEMA", "ReadOptions", "WriteOptions", "namesrv_option"]
 
-READ_SCHEMA = (
-    "topic string, brokerName string, queueId int, queueOffset long, msgId string, "
-    "tags string, keys string, body binary, properties map<string,string>, "
-    "bornTimestamp timestamp, storeTimestamp timestamp"
+READ_SCHEMA = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("brokerName", StringType()),
+        StructField("queueId", IntegerType()),
+        StructField("queueOffset", LongType()),
+        StructField("msgId", StringType()),
+        StructField("tags", StringType()),
+        StructField("keys", StringType()),
+        StructField("body", BinaryType()),
+        StructField("properties", MapType(StringType(), StringType())),
+        StructField("bornTimestamp", TimestampType()),
+        StructField("storeTimestamp", TimestampType()),
+    ]
 )
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -24,6 +24,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from connector.errors import ConfigError
+from connector.spark.columnar import arrow_schema
 from connector.spark.options import READ_SCHEMA, ReadOptions, WriteOptions
 
 __all__ = ["PyMQBatchReader", "PyMQDataSource", "QueueRange", "pick_offset"]
@@ -49,11 +50,11 @@ class PyMQDataSource(DataSource):
     def name(cls) -> str:
         return "pymq"
 
-    def schema(self) -> str:
+    def schema(self) -> StructType:
         return READ_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return PyMQBatchReader(ReadOptions.parse(self.options, stream=False))
+        return PyMQBatchReader(ReadOptions.parse(self.options, stream=False), arrow_schema(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from connector.spark.stream import PyMQStreamReader  # noqa: PLC0415
@@ -62,7 +63,8 @@ class PyMQDataSource(DataSource):
         limit = int(raw) if raw else None
         if limit is not None and limit < 1:
             raise ConfigError("option maxMessagesPerTrigger must be >= 1")
-        return PyMQStreamReader(ReadOptions.parse(self.options, stream=True), limit)
+        opts = ReadOptions.parse(self.options, stream=True)
+        return PyMQStreamReader(opts, limit, arrow_schema(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from connector.spark.sink import check_write_schema  # noqa: PLC0415
@@ -130,21 +132,24 @@ def split_ranges(ranges: list[QueueRange], min_partitions: int) -> list[QueueRan
     return sorted(out, key=lambda r: (r.topic, r.broker_name, r.queue_id, r.start))
 
 
-def read_range(opts: ReadOptions, part: QueueRange) -> Iterator[tuple[Any, ...]]:
-    """The rows of ``[start, end)``, in offset order (runs on an executor)."""
+def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """``[start, end)`` as Arrow batches, one per pull, in offset order (runs on an executor)."""
     from connector.client.consumer import PullConsumer  # noqa: PLC0415
     from connector.errors import InvalidOffsetError  # noqa: PLC0415
+    from connector.protocol.hashing import parse_tags  # noqa: PLC0415
     from connector.protocol.message import MessageQueue  # noqa: PLC0415
     from connector.protocol.status import PullStatus  # noqa: PLC0415
+    from connector.spark.columnar import records_to_batch  # noqa: PLC0415
 
     mq = MessageQueue(part.topic, part.broker_name, part.queue_id)
+    wanted = parse_tags(opts.tags)
     offset = part.start
     with PullConsumer(
         group=opts.consumer_group or "pymq-spark-reader", namesrv=opts.namesrv
     ) as consumer:
         while offset < part.end:
             want = min(opts.pull_batch_size, part.end - offset)
-            res = consumer.pull(mq, offset, want, tags=opts.tags)
+            res = consumer.pull_records(mq, offset, want, tags=opts.tags)
             if res.status is PullStatus.OFFSET_ILLEGAL:
                 if res.min_offset > offset:  # retention removed what this range needs
                     lost = f"offsets {offset}..{res.min_offset - 1} of {mq} were deleted"
@@ -156,35 +161,32 @@ def read_range(opts: ReadOptions, part: QueueRange) -> Iterator[tuple[Any, ...]]
                 raise InvalidOffsetError(f"cannot read {mq} at {offset}: {res}")
             if res.status is PullStatus.NO_NEW_MSG or res.next_begin_offset <= offset:
                 raise InvalidOffsetError(f"{mq} ends at {res.max_offset}, before {part.end}")
-            for m in res.messages:
-                if m.queue_offset >= part.end:
-                    break
-                yield (
-                    m.topic,
-                    part.broker_name,
-                    m.queue_id,
-                    m.queue_offset,
-                    m.msg_id,
-                    m.tags,
-                    " ".join(m.keys) or None,
-                    m.body,
-                    m.properties,
-                    datetime.fromtimestamp(m.born_timestamp / 1000, tz=timezone.utc),
-                    datetime.fromtimestamp(m.store_timestamp / 1000, tz=timezone.utc),
+            if res.records:
+                batch = records_to_batch(
+                    res.records,
+                    schema,
+                    topic=part.topic,
+                    broker_name=part.broker_name,
+                    queue_id=part.queue_id,
+                    end=part.end,
+                    tags=wanted,
                 )
+                if batch.num_rows:
+                    yield batch
             offset = res.next_begin_offset
 
 
 class PyMQBatchReader(DataSourceReader):
-    def __init__(self, opts: ReadOptions) -> None:
+    def __init__(self, opts: ReadOptions, schema: pa.Schema) -> None:
         self.opts = opts
+        self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
         ranges = resolve_ranges(self.opts)
         return ranges or [QueueRange(self.opts.topics[0], "", 0, 0, 0)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, QueueRange)
         if partition.end <= partition.start:
             return iter(())
-        return read_range(self.opts, partition)
+        return read_range(self.opts, partition, self.schema)

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceStreamArrowWriter,
     DataSourceStreamReader,
@@ -74,8 +75,9 @@ def split_limit(start: dict[Any, int], latest: dict[Any, int], max_rows: int) ->
 
 
 class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, opts: ReadOptions, max_per_trigger: int | None) -> None:
+    def __init__(self, opts: ReadOptions, max_per_trigger: int | None, schema: pa.Schema) -> None:
         self.opts = opts
+        self.schema = schema
         self.max_per_trigger = max_per_trigger
         self._target: dict[tuple[str, str, int], int] | None = None
         self._latest: dict[tuple[str, str, int], int] = {}
@@ -145,11 +147,11 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ]
         return ranges or [QueueRange(self.opts.topics[0], "", 0, 0, 0)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, QueueRange)
         if partition.end <= partition.start:
             return iter(())
-        return read_range(self.opts, partition)
+        return read_range(self.opts, partition, self.schema)
 
     def commit(self, end: Offsets) -> None:
         if not self.opts.consumer_group:
