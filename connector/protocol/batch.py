@@ -19,11 +19,33 @@ from dataclasses import dataclass
 from connector.errors import MessageIllegalError, MessageTooLargeError
 from connector.protocol.record import MAX_PROPERTIES_BYTES, MESSAGE_MAGIC_CODE
 
-__all__ = ["BATCH_ENTRY_OVERHEAD", "DecodedBatch", "decode_batch", "encode_batch"]
+__all__ = [
+    "BATCH_ENTRY_OVERHEAD",
+    "DecodedBatch",
+    "PreparedBatch",
+    "decode_batch",
+    "encode_batch",
+]
 
 _HEAD = struct.Struct(">iIiii")  # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN
 _PROPLEN = struct.Struct(">h")
 BATCH_ENTRY_OVERHEAD = _HEAD.size + _PROPLEN.size
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedBatch:
+    """A batch already in the batch encoding, built outside ``Producer`` (column-wise, by
+    the Spark sink) and sent with ``Producer.send_prepared_batch``.
+
+    ``msg_ids`` are the messages' UNIQ_KEYs in order (``Producer.new_msg_ids``
+    makes them; the properties must carry the same), ``record_sizes`` the
+    size each message will have as a stored record (``record.record_size``).
+    """
+
+    topic: str
+    data: bytes
+    msg_ids: list[str]
+    record_sizes: list[int]
 
 
 @dataclass(slots=True)

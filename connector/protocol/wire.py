@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 __all__ = [
     "BATCH_CONTENT_TYPE",
     "H_MAX_OFFSET",
@@ -62,13 +64,14 @@ def split_records(data: bytes) -> list[bytes]:
 
 def batch_offsets(offset_runs: Sequence[Sequence[int]], record_sizes: Sequence[int]) -> list[int]:
     """Every message's CommitLog offset from a batch answer's ``offset_runs``."""
-    starts = {int(index): int(offset) for index, offset in offset_runs}
-    if 0 not in starts:
+    starts = sorted((int(index), int(offset)) for index, offset in offset_runs)
+    if not starts or starts[0][0] != 0:
         raise ValueError("offset_runs must start at message 0")
-    out: list[int] = []
-    position = 0
-    for i, size in enumerate(record_sizes):
-        position = starts.get(i, position)
-        out.append(position)
-        position += size
-    return out
+    sizes = np.asarray(record_sizes, dtype=np.int64)
+    before = np.zeros(len(sizes), dtype=np.int64)  # bytes of the batch before message i
+    np.cumsum(sizes[:-1], out=before[1:])
+    out = np.empty(len(sizes), dtype=np.int64)
+    bounds = [*starts[1:], (len(sizes), 0)]
+    for (index, offset), (stop, _) in zip(starts, bounds, strict=True):
+        out[index:stop] = offset + before[index:stop] - (before[index] if index < len(sizes) else 0)
+    return out.tolist()

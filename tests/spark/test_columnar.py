@@ -25,8 +25,9 @@ def record(
 ) -> bytes:
     return encode_record(
         topic=b"T", body=body, properties=props, queue_id=3, queue_offset=offset,
-        physical_offset=4096 + offset * 100, sys_flag=sys_flag, born_timestamp=1_700_000_000_123 + offset,
-        born_host=HOST, store_timestamp=1_700_000_000_456 + offset, store_host=HOST, crc=crc,
+        physical_offset=4096 + offset * 100, sys_flag=sys_flag, born_host=HOST, crc=crc,
+        born_timestamp=1_700_000_000_123 + offset, store_timestamp=1_700_000_000_456 + offset,
+        store_host=HOST,
     )  # fmt: skip
 
 
@@ -41,7 +42,7 @@ def both(data: bytes, end: int = 1 << 62, tags: frozenset[str] | None = None) ->
 
 def test_columns_match_the_decoder() -> None:
     recs = [
-        record(0, b"plain", encode_properties({"UNIQ_KEY": "U0", "TAGS": "A", "KEYS": "k1 k2", "x": "1"})),
+        record(0, b"plain", encode_properties({"UNIQ_KEY": "U0", "TAGS": "A", "KEYS": "k1 k2"})),
         record(1, b"", encode_properties({})),  # no UNIQ_KEY: the offset msgId
         record(2, bytes(range(256)), encode_properties({"TAGS": "", "KEYS": "", "e": ""})),
         record(3, b"b", b"novalue\x02\x01noname\x02dup\x01a\x02dup\x01b\x02"),

@@ -1,0 +1,266 @@
+"""Spark connector benchmark: format("pymq") vs the ceilings of Spark's Python data source path.
+
+    python benchmarks/spark_bench.py [--runs 3] [--rows 1000000] [--quick] [--json-out FILE]
+
+A local SparkSession (local[2]) and a local pymq cluster (1 NameServer, 2
+ASYNC_FLUSH brokers, processes) on this machine; 100-byte bodies; batch
+jobs, each timed from the action's start to its end. In one run:
+
+* sink: ``spark.range`` -> 100-byte ``body`` -> ``write.format("pymq")``
+  (every task sends through ``connector.Producer``, ``batchSize`` rows per
+  request), against the same frame into a no-op Python Arrow writer (a
+  ``DataSourceArrowWriter`` that drops its batches): the ceiling of Spark's
+  Python write path;
+* source: ``read.format("pymq")`` of a topic holding ``--rows`` messages ->
+  the JVM ``noop`` sink, against an in-memory Python Arrow source producing
+  the same number of rows of the same schema in as many partitions: the
+  ceiling of Spark's Python read path;
+* for scale: ``spark.range -> noop`` (JVM only, no Python).
+
+Each figure is the median of ``--runs`` runs (min and max shown); the
+ratios are the medians divided.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's Python workers: this interpreter
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+import pyarrow as pa  # noqa: E402
+from pyspark.sql.datasource import (  # noqa: E402
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+
+from connector import Admin  # noqa: E402
+from connector.local import LocalCluster  # noqa: E402
+from connector.spark.columnar import arrow_schema  # noqa: E402
+from connector.spark.options import READ_SCHEMA  # noqa: E402
+
+BODY_SQL = "cast(concat(lpad(cast(id as string), 12, '0'), repeat('x', 88)) as binary) as body"
+
+
+class NoopArrowWriter(DataSourceArrowWriter):
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        for _batch in iterator:
+            pass
+        return WriterCommitMessage()
+
+
+class NoopArrowSink(DataSource):
+    """The write ceiling: Spark hands Arrow batches to Python, which drops them."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench-noop-arrow"
+
+    def writer(self, schema: Any, overwrite: bool) -> DataSourceArrowWriter:
+        return NoopArrowWriter()
+
+
+class Slice(InputPartition):
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+
+class MemoryArrowReader(DataSourceReader):
+    def __init__(self, rows: int, partitions: int) -> None:
+        self.rows, self.parts = rows, partitions
+
+    def partitions(self) -> list[InputPartition]:
+        share = -(-self.rows // self.parts)
+        return [Slice(min(share, self.rows - i * share)) for i in range(self.parts)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, Slice)
+        schema = arrow_schema(READ_SCHEMA)
+        size = 1000
+        props = schema.field("properties").type
+        now = int(time.time() * 1e6)
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(["SourceBench"] * size),
+                pa.array(["broker-a"] * size),
+                pa.array([0] * size, pa.int32()),
+                pa.array(range(size), pa.int64()),
+                pa.array([f"{i:032X}" for i in range(size)]),
+                pa.array(["T"] * size),
+                pa.array([None] * size, pa.string()),
+                pa.array([b"%012d" % i + b"x" * 88 for i in range(size)]),
+                pa.array([[("UNIQ_KEY", f"{i:032X}"), ("TAGS", "T")] for i in range(size)], props),
+                pa.array([now] * size, pa.timestamp("us", tz="UTC")),
+                pa.array([now] * size, pa.timestamp("us", tz="UTC")),
+            ],
+            schema=schema,
+        )  # fmt: skip
+        left = partition.rows
+        while left > 0:
+            yield batch if left >= size else batch.slice(0, left)
+            left -= size
+
+
+class MemoryArrowSource(DataSource):
+    """The read ceiling: a Python source yielding ready Arrow batches of the read schema."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench-memory-arrow"
+
+    def schema(self) -> Any:
+        return READ_SCHEMA
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return MemoryArrowReader(int(self.options["rows"]), int(self.options["partitions"]))
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def timed(action: Any) -> float:
+    t0 = time.perf_counter()
+    action()
+    return time.perf_counter() - t0
+
+
+def wait_route(admin: Admin, topic: str, brokers: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if len(admin.topic_route(topic).queues) == brokers:
+                return
+        except Exception:  # noqa: BLE001 - not registered yet: poll until the deadline
+            pass
+        time.sleep(0.05)
+    raise SystemExit(f"no route for {topic} after 30 s")
+
+
+def run(spark: Any, cluster: LocalCluster, args: argparse.Namespace) -> dict[str, Any]:
+    ns = cluster.namesrv_addr
+    with Admin(namesrv=ns) as admin:
+        for topic in ("SinkBench", "SourceBench"):
+            admin.create_topic(topic, read_queue_nums=args.queues, write_queue_nums=args.queues)
+            wait_route(admin, topic, len(cluster.brokers))
+    spark.dataSource.register(NoopArrowSink)
+    spark.dataSource.register(MemoryArrowSource)
+    frame = spark.range(0, args.rows, numPartitions=2).selectExpr(BODY_SQL)
+
+    def sink(fmt: str, topic: str) -> None:
+        w = frame.write.format(fmt).mode("append")
+        if fmt == "pymq":
+            w = w.option("namesrv", ns).option("topic", topic)
+        w.save()
+
+    partitions = args.queues * len(cluster.brokers)
+    pymq_read = spark.read.format("pymq").option("namesrv", ns).option("topic", "SourceBench")
+    memory_read = (
+        spark.read.format("bench-memory-arrow")
+        .option("rows", str(args.rows))
+        .option("partitions", str(partitions))
+    )
+
+    def source(reader: Any) -> None:
+        reader.load().write.format("noop").mode("overwrite").save()
+
+    print("  filling SourceBench and warming up", file=sys.stderr, flush=True)
+    sink("pymq", "SourceBench")
+    stored = pymq_read.load().count()
+    if stored != args.rows:
+        raise SystemExit(f"SourceBench holds {stored} rows, expected {args.rows}")
+    sink("bench-noop-arrow", "")
+    source(memory_read)
+    figures: dict[str, list[float]] = {
+        k: [] for k in ("sink_pymq", "sink_noop_arrow", "source_pymq", "source_memory_arrow", "jvm")
+    }
+    for r in range(args.runs):
+        print(f"  run {r + 1}/{args.runs}", file=sys.stderr, flush=True)
+        figures["sink_pymq"].append(args.rows / timed(lambda: sink("pymq", "SinkBench")))
+        figures["sink_noop_arrow"].append(args.rows / timed(lambda: sink("bench-noop-arrow", "")))
+        figures["source_pymq"].append(args.rows / timed(lambda: source(pymq_read)))
+        figures["source_memory_arrow"].append(args.rows / timed(lambda: source(memory_read)))
+        jvm = spark.range(0, args.rows * 10, numPartitions=2).write.format("noop")
+        figures["jvm"].append(args.rows * 10 / timed(jvm.mode("overwrite").save))
+    out: dict[str, Any] = {k: summary(v) for k, v in figures.items()}
+    out["sink_ratio"] = out["sink_pymq"]["median"] / out["sink_noop_arrow"]["median"]
+    out["source_ratio"] = out["source_pymq"]["median"] / out["source_memory_arrow"]["median"]
+    out["partitions"] = {"sink": 2, "source": partitions}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--queues", type=int, default=2, help="queues per broker (2 brokers)")
+    ap.add_argument("--quick", action="store_true", help="100,000 rows, 1 run")
+    ap.add_argument("--json-out", default=None)
+    args = ap.parse_args()
+    if args.quick:
+        args.rows, args.runs = 100_000, 1
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("pymq-spark-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.pyspark.python", sys.executable)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
+    base = Path(tempfile.mkdtemp(prefix="pymq-spark-bench-"))
+    try:
+        with LocalCluster(base, brokers=2, namesrvs=1, env=env) as cluster:
+            figures = run(spark, cluster, args)
+    finally:
+        spark.stop()
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.platform()}",
+        "command": " ".join(["python", *sys.argv]),
+        "rows": args.rows,
+        "runs": args.runs,
+        **figures,
+    }
+    print(
+        f"\nSpark local[2], {args.rows:,} rows of 100-byte bodies (rows/s, median of {args.runs})"
+    )
+    for key, label in (
+        ("sink_pymq", "sink: write.format('pymq')"),
+        ("sink_noop_arrow", "sink ceiling: no-op Arrow writer"),
+        ("source_pymq", "source: read.format('pymq')"),
+        ("source_memory_arrow", "source ceiling: in-memory Arrow"),
+        ("jvm", "JVM only: range -> noop"),
+    ):
+        f = results[key]
+        print(f"{label:<36}{f['median']:>12,.0f}  ({f['min']:,.0f}-{f['max']:,.0f})")
+    print(f"sink / ceiling   {results['sink_ratio']:.2f}   (target >= 0.7)")
+    print(f"source / ceiling {results['source_ratio']:.2f}   (target >= 0.7)")
+    text = json.dumps(results, indent=1)
+    print(text)
+    if args.json_out:
+        Path(args.json_out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
