@@ -21,6 +21,7 @@ from connector.protocol.msgid import (
     decode_offset_msg_id,
     encode_host,
     encode_offset_msg_id,
+    offset_msg_ids,
 )
 
 HEX32 = re.compile(r"[0-9A-F]{32}")
@@ -175,3 +176,11 @@ def test_uniq_keys_unique_across_threads() -> None:
     assert len(keys) == threads_n * per_thread
     assert len(set(keys)) == len(keys)
     assert all(HEX32.fullmatch(k) for k in keys)
+
+
+def test_offset_msg_ids_vectorised_match_the_scalar_form() -> None:
+    host = encode_host("10.1.2.3", 10911)
+    offsets = [0, 1, 255, 4096, 2**40 + 7, 2**63 - 1]
+    assert offset_msg_ids(host.hex().upper(), offsets) == tuple(
+        encode_offset_msg_id(host, o) for o in offsets
+    )

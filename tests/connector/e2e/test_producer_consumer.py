@@ -6,12 +6,18 @@ import threading
 import time
 from collections import Counter
 
+import pyarrow as pa
+import pytest
+
 from connector.client.consumer import PullConsumer
 from connector.client.producer import Producer
 from connector.client.results import SendContext, SendResult
+from connector.errors import MessageIllegalError
 from connector.local import LocalCluster
+from connector.protocol.batch import PreparedBatch
 from connector.protocol.message import Message, MessageExt, MessageQueue, SysFlag
 from connector.protocol.status import PullStatus, SendStatus
+from connector.spark.encode import encode_columns
 
 
 def pull_everything(consumer: PullConsumer, topic: str) -> list[MessageExt]:
@@ -189,3 +195,21 @@ def test_many_threads_oneway_and_callbacks(cluster: LocalCluster) -> None:
                 time.sleep(0.1)
             else:
                 raise AssertionError("the oneway message never arrived")
+
+
+def test_prepared_batch_takes_the_send_path(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    with Producer(group="e2e", namesrv=ns) as producer, PullConsumer(group="g", namesrv=ns) as c:
+        bodies = pa.array([b"p%d" % i for i in range(40)])
+        tags = pa.array(["A" if i % 2 else None for i in range(40)])
+        ids = producer.new_msg_ids(40)
+        r = producer.send_prepared_batch(encode_columns("E2ePrepared", bodies, tags, ids, 1 << 20))
+        assert r.status is SendStatus.SEND_OK and r.msg_ids == tuple(ids)
+        wait_route(producer, "E2ePrepared", 1)
+        res = c.pull(r.queue, r.queue_offset, 100)
+        assert [m.body for m in res.messages] == bodies.to_pylist()
+        assert [m.msg_id for m in res.messages] == ids
+        assert [m.offset_msg_id for m in res.messages] == list(r.offset_msg_ids)
+        assert [m.tags for m in res.messages] == tags.to_pylist()
+        with pytest.raises(MessageIllegalError):
+            producer.send_prepared_batch(PreparedBatch("E2ePrepared", b"x", [], []))
