@@ -18,7 +18,6 @@ or empty), ``msgId`` the producer's UNIQ_KEY or else the offset msgId,
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Collection
 from typing import Any
 
@@ -29,21 +28,12 @@ import pyarrow.compute as pc
 from connector.errors import CorruptRecordError
 from connector.protocol.message import SysFlag
 from connector.protocol.properties import PropertyKeys
-from connector.protocol.record import (
-    OFF_BODYCRC,
-    OFF_PHYSICALOFFSET,
-    OFF_STORETIMESTAMP,
-    OFF_SYSFLAG,
-    decode_record,
-)
-from connector.protocol.scan import gather, index_records, split_properties
+from connector.protocol.record import decode_record
+from connector.protocol.scan import gather, header_fields, index_records, split_properties
 
 __all__ = ["arrow_schema", "records_to_batch", "rows_to_batch"]
 
-OFF_BORNTIMESTAMP = 40
-OFF_STOREHOST = 64
 _SPECIAL = (PropertyKeys.TAGS, PropertyKeys.KEYS, PropertyKeys.UNIQ_KEY)
-_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 
 
 def arrow_schema(spark_schema: Any) -> pa.Schema:
@@ -51,16 +41,6 @@ def arrow_schema(spark_schema: Any) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415
 
     return to_arrow_schema(spark_schema, timezone="UTC")
-
-
-def _field(buf: np.ndarray, starts: np.ndarray, at: int, width: int) -> np.ndarray:
-    """Bytes ``[at, at+width)`` of every record, as an (n, width) uint8 array."""
-    return buf[(starts + at)[:, None] + np.arange(width)]
-
-
-def _be(buf: np.ndarray, starts: np.ndarray, at: int, dtype: str) -> np.ndarray:
-    width = np.dtype(dtype).itemsize
-    return _field(buf, starts, at, width).copy().view(dtype).ravel().astype(np.int64)
 
 
 def _const(value: Any, n: int, typ: pa.DataType) -> pa.Array:
@@ -85,34 +65,20 @@ def records_to_batch(
     index = index_records(data)
     keep = int(np.searchsorted(index.queue_offset, end))  # offsets ascend within a queue
     starts = index.start[:keep]
-    buf = np.frombuffer(data, dtype=np.uint8)
     n = len(starts)
-    if n and (_be(buf, starts, OFF_SYSFLAG, ">i4") & SysFlag.COMPRESSED).any():
-        return rows_to_batch(data, schema, topic=topic, broker_name=broker_name, end=end, tags=tags)
     body_start, body_len = index.body_start[:keep], index.body_len[:keep]
-    crc = _be(buf, starts, OFF_BODYCRC, ">i4")
-    view = memoryview(data)
-    for i, (s, ln) in enumerate(zip(body_start.tolist(), body_len.tolist(), strict=True)):
-        if zlib.crc32(view[s : s + ln]) & 0x7FFFFFFF != crc[i]:
-            raise CorruptRecordError(f"body CRC mismatch at byte {int(starts[i])} of a pull answer")
-    body_bytes, body_offsets = gather(data, body_start, body_len)
-    bodies = pa.Array.from_buffers(
-        pa.binary(), n, [None, pa.py_buffer(body_offsets), pa.py_buffer(body_bytes)]
-    )
+    sys_flag, born, stored, offset_ids, bad = header_fields(data, starts, body_start, body_len)
+    if bad >= 0:
+        raise CorruptRecordError(f"body CRC mismatch at byte {int(starts[bad])} of a pull answer")
+    if (sys_flag & SysFlag.COMPRESSED).any():
+        return rows_to_batch(data, schema, topic=topic, broker_name=broker_name, end=end, tags=tags)
     pairs, counts, found, repeated = split_properties(
         data, index.props_start[:keep], index.props_len[:keep], _SPECIAL
     )
     if repeated:  # a property named twice (not written by pymq): keep the last, as a dict
         return rows_to_batch(data, schema, topic=topic, broker_name=broker_name, end=end, tags=tags)
-    name_bytes, name_offsets = gather(data, pairs[:, 0], pairs[:, 1])
-    value_bytes, value_offsets = gather(data, pairs[:, 2], pairs[:, 3])
-    m = len(pairs)
-    names = pa.Array.from_buffers(
-        pa.string(), m, [None, pa.py_buffer(name_offsets), pa.py_buffer(name_bytes)]
-    )
-    values = pa.Array.from_buffers(
-        pa.string(), m, [None, pa.py_buffer(value_offsets), pa.py_buffer(value_bytes)]
-    )
+    names = _strings(data, pairs[:, 0], pairs[:, 1])
+    values = _strings(data, pairs[:, 2], pairs[:, 3])
     try:
         names.validate(full=True)
         values.validate(full=True)
@@ -123,39 +89,48 @@ def records_to_batch(
     props = pa.MapArray.from_arrays(
         pa.array(map_offsets), names, values, type=schema.field("properties").type
     )
+    value_len = pairs[:, 3]
 
     def special(w: int) -> pa.Array:
+        """Property ``_SPECIAL[w]`` of every row; null when absent or empty."""
         idx = found[:, w]
-        picked = values.take(pa.array(idx, mask=idx < 0))
-        return pc.if_else(pc.equal(picked, ""), pa.scalar(None, pa.string()), picked)
+        missing = idx < 0
+        missing[~missing] = value_len[idx[~missing]] == 0
+        return values.take(pa.array(np.where(missing, 0, idx), mask=missing))
 
     tag_col, key_col, uniq = special(0), special(1), special(2)
-    raw_ids = np.concatenate(
-        [_field(buf, starts, OFF_STOREHOST, 8), _field(buf, starts, OFF_PHYSICALOFFSET, 8)], axis=1
-    )
-    hex_ids = np.empty((n, 32), dtype=np.uint8)
-    hex_ids[:, 0::2] = _HEX[raw_ids >> 4]
-    hex_ids[:, 1::2] = _HEX[raw_ids & 15]
-    offset_ids = pa.array(hex_ids.view("S32").ravel(), pa.binary(32)).cast(pa.string())
+    if uniq.null_count:  # no UNIQ_KEY (not sent by a pymq producer): the offset msgId
+        ids = pa.array(offset_ids.view("S32").ravel(), pa.binary(32)).cast(pa.string())
+        uniq = pc.coalesce(uniq, ids)
     batch = pa.RecordBatch.from_arrays(
         [
             _const(topic, n, pa.string()),
             _const(broker_name, n, pa.string()),
-            _const(queue_id, n, pa.int32()),
-            pa.array(index.queue_offset[:keep], pa.int64()),
-            pc.coalesce(uniq, offset_ids),
+            pa.array(np.full(n, queue_id, dtype=np.int32)),
+            pa.array(index.queue_offset[:keep]),
+            uniq,
             tag_col,
             key_col,
-            bodies,
+            _strings(data, body_start, body_len, pa.binary()),
             props,
-            _timestamps(_be(buf, starts, OFF_BORNTIMESTAMP, ">i8")),
-            _timestamps(_be(buf, starts, OFF_STORETIMESTAMP, ">i8")),
+            _timestamps(born),
+            _timestamps(stored),
         ],
         schema=schema,
     )
     if tags is not None:
         batch = batch.filter(pc.fill_null(pc.is_in(tag_col, pa.array(sorted(tags))), False))
     return batch
+
+
+def _strings(
+    data: bytes, starts: np.ndarray, lens: np.ndarray, typ: pa.DataType | None = None
+) -> pa.Array:
+    """An Arrow string (or ``typ``) array of the slices, copied back to back in one pass."""
+    raw, offsets = gather(data, starts, lens)
+    return pa.Array.from_buffers(
+        typ or pa.string(), len(starts), [None, pa.py_buffer(offsets), pa.py_buffer(raw)]
+    )
 
 
 def rows_to_batch(

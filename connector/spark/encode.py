@@ -24,6 +24,7 @@ from numba import njit
 from connector.errors import MessageIllegalError, MessageTooLargeError
 from connector.protocol.batch import BATCH_ENTRY_OVERHEAD, PreparedBatch
 from connector.protocol.record import MESSAGE_MAGIC_CODE, record_size
+from connector.protocol.scan import CRC_TABLE, crc32_masked
 
 __all__ = ["arrow_bytes", "encode_columns"]
 
@@ -32,19 +33,6 @@ TAGS_PREFIX = b"TAGS\x01"
 _UNIQ = np.frombuffer(UNIQ_PREFIX, dtype=np.uint8)
 _TAGS = np.frombuffer(TAGS_PREFIX, dtype=np.uint8)
 ID_LEN = 32
-
-
-def _crc_table() -> np.ndarray:
-    table = np.empty(256, dtype=np.uint32)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
-        table[i] = c
-    return table
-
-
-_CRC = _crc_table()
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -78,10 +66,7 @@ def _encode(
             props += len(tag_prefix) + tags_off[i + 1] - tags_off[i] + 1
         total = 22 + (b1 - b0) + props
         totals[i] = total
-        c = np.uint32(0xFFFFFFFF)
-        for j in range(b0, b1):
-            c = crc_table[(c ^ body[j]) & 0xFF] ^ (c >> 8)
-        crc = np.int64(~c & np.uint32(0xFFFFFFFF)) & 0x7FFFFFFF
+        crc = crc32_masked(crc_table, body, b0, b1)
         _put32(out, pos, total)
         _put32(out, pos + 4, magic)
         _put32(out, pos + 8, crc)
@@ -172,7 +157,7 @@ def encode_columns(
     totals = np.empty(n, dtype=np.int64)
     _encode(
         body, body_off, np.frombuffer(ids, dtype=np.uint8), tag_data, tag_off, has_tag,
-        _UNIQ, _TAGS, _CRC, MESSAGE_MAGIC_CODE, out, totals,
+        _UNIQ, _TAGS, CRC_TABLE, MESSAGE_MAGIC_CODE, out, totals,
     )  # fmt: skip
     topic_len = len(topic.encode())
     sizes = (lengths + props + record_size(0, topic_len, 0)).tolist()

@@ -127,7 +127,7 @@ class ReadOptions:
             starting_timestamp=_int(options, "startingTimestamp", 0, 0) if ts else None,
             tags=_get(options, "tags"),
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
-            pull_batch_size=_int(options, "pullBatchSize", 1000),
+            pull_batch_size=_int(options, "pullBatchSize", 5000),
             min_partitions=_int(options, "minPartitions", 1),
             consumer_group=_get(options, "consumerGroup"),
         )
