@@ -81,6 +81,7 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_per_trigger = max_per_trigger
         self._target: dict[tuple[str, str, int], int] | None = None
         self._latest: dict[tuple[str, str, int], int] = {}
+        self._known: dict[tuple[str, str, int], tuple[int, int]] = {}
         self._consumer: Any = None
 
     def _client(self) -> Any:
@@ -93,14 +94,23 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._consumer
 
     def _bounds(self) -> dict[tuple[str, str, int], tuple[int, int]]:
+        """(min, max) offset of every queue; a broker that does not answer keeps the
+        last bounds seen (the query waits for it instead of failing)."""
+        from connector.errors import PyMQError  # noqa: PLC0415
+
         consumer = self._client()
         out = {}
         for topic in self.opts.topics:
             for mq in consumer.fetch_queues(topic):
-                out[(topic, mq.broker_name, mq.queue_id)] = (
-                    consumer.min_offset(mq),
-                    consumer.max_offset(mq),
-                )
+                key = (topic, mq.broker_name, mq.queue_id)
+                try:
+                    out[key] = (consumer.min_offset(mq), consumer.max_offset(mq))
+                except PyMQError as exc:
+                    if key not in self._known:
+                        raise
+                    log.warning("%s: offsets unavailable (%s); using the last seen", mq, exc)
+                    out[key] = self._known[key]
+        self._known.update(out)
         return out
 
     def initialOffset(self) -> Offsets:
@@ -129,7 +139,11 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:  # AvailableNow: nothing past what existed at the start
             latest = {k: min(v, self._target.get(k, 0)) for k, v in latest.items()}
         begin = _flat(start)
-        latest = {k: max(v, begin.get(k, 0)) for k, v in latest.items()}
+        # a queue missing from the route for a while (its broker down) keeps its offset:
+        # dropping it would make it "new" again later, read from its start a second time
+        latest = {k: max(latest.get(k, v), v) for k, v in begin.items()} | {
+            k: v for k, v in latest.items() if k not in begin
+        }
         self._latest = latest
         if isinstance(limit, ReadMaxRows):
             latest = split_limit(begin, latest, limit.max_rows)
