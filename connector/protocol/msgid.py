@@ -18,8 +18,6 @@ import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-import numpy as np
-
 from connector.errors import MessageIllegalError
 
 __all__ = [
@@ -55,15 +53,15 @@ def encode_offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
     return (store_host + struct.pack(">q", commit_log_offset)).hex().upper()
 
 
-_HEX_DIGITS = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
-
-
 def offset_msg_ids(store_host_hex: str, offsets: Sequence[int]) -> tuple[str, ...]:
     """``store_host_hex`` (16 hex chars) + each offset as 16 hex chars, without a loop."""
+    import numpy as np  # noqa: PLC0415 - numpy stays out of the servers' import path
+
+    hex_digits = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
     raw = np.asarray(offsets, dtype=">i8").view(np.uint8).reshape(-1, 8)
     digits = np.empty((len(raw), 16), dtype=np.uint8)
-    digits[:, 0::2] = _HEX_DIGITS[raw >> 4]
-    digits[:, 1::2] = _HEX_DIGITS[raw & 15]
+    digits[:, 0::2] = hex_digits[raw >> 4]
+    digits[:, 1::2] = hex_digits[raw & 15]
     suffixes = digits.view("S16").ravel().astype("U16")
     return tuple(np.char.add(store_host_hex, suffixes).tolist())
 

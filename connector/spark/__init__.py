@@ -1,8 +1,9 @@
 """``format("pymq")``: the PySpark Python data source of pymq.
 
-Batch read and write today; streaming arrives next. ``pyspark_pymq.py`` at
-the top of the distribution exposes ``DefaultSource``, which is how Spark
-finds the source in a fresh session without ``spark.dataSource.register``.
+Batch and streaming reads and writes. ``pyspark_pymq.py`` at the top of
+the distribution exposes ``DefaultSource``, which is how Spark finds the
+source in a fresh session without ``spark.dataSource.register``; importing
+it stays light (no numba) because Spark imports it in every session.
 """
 
 from connector.spark.source import PyMQDataSource

@@ -24,7 +24,6 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from connector.errors import ConfigError
-from connector.spark.columnar import arrow_schema
 from connector.spark.options import READ_SCHEMA, ReadOptions, WriteOptions
 
 __all__ = ["PyMQBatchReader", "PyMQDataSource", "QueueRange", "pick_offset"]
@@ -54,6 +53,8 @@ class PyMQDataSource(DataSource):
         return READ_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from connector.spark.columnar import arrow_schema  # noqa: PLC0415 - numba: not at import
+
         return PyMQBatchReader(ReadOptions.parse(self.options, stream=False), arrow_schema(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -63,6 +64,8 @@ class PyMQDataSource(DataSource):
         limit = int(raw) if raw else None
         if limit is not None and limit < 1:
             raise ConfigError("option maxMessagesPerTrigger must be >= 1")
+        from connector.spark.columnar import arrow_schema  # noqa: PLC0415 - numba: not at import
+
         opts = ReadOptions.parse(self.options, stream=True)
         return PyMQStreamReader(opts, limit, arrow_schema(schema))
 
