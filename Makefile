@@ -28,7 +28,7 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 	@touch $@ $(VENV)/.installed
 
 run: $(VENV)/.installed
-	$(PY) jobs/cluster_demo.py
+	$(PY) jobs/quickstart.py
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
