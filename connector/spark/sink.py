@@ -126,11 +126,13 @@ def write_batches(opts: WriteOptions, batches: Iterator[Any]) -> SinkCommitMessa
     )
     sent = requests = 0
     pending: dict[str, list[Any]] = {}
+    pending_bytes: dict[str, int] = {}
     spread = itertools.count()
 
     def flush(topic: str) -> None:
         nonlocal sent, requests
         msgs = pending.pop(topic, [])
+        pending_bytes.pop(topic, None)
         if msgs:
             producer.send_batch(msgs)
             sent += len(msgs)
@@ -177,9 +179,15 @@ def write_batches(opts: WriteOptions, batches: Iterator[Any]) -> SinkCommitMessa
                     delay_level=int(delay or 0),
                 )
                 if queue_id is None and sharding is None and not delay:
-                    queue = pending.setdefault(topic, [])
-                    queue.append(msg)
-                    if len(queue) >= opts.batch_size:
+                    # an upper bound of the entry: head, body, properties, UNIQ_KEY
+                    chars = sum(len(k) + len(v) + 2 for k, v in msg.properties.items())
+                    chars += len(msg.tags or "") + sum(len(k) + 1 for k in msg.keys) + 16
+                    size = 96 + len(msg.body) + 4 * chars  # UTF-8: at most 4 bytes a char
+                    if pending_bytes.get(topic, 0) + size > producer.max_message_size:
+                        flush(topic)  # a batch request stays under the size limit
+                    pending.setdefault(topic, []).append(msg)
+                    pending_bytes[topic] = pending_bytes.get(topic, 0) + size
+                    if len(pending[topic]) >= opts.batch_size:
                         flush(topic)
                     continue
                 mq = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from connector import Admin
 from connector.local import LocalCluster
 
 
@@ -71,11 +73,14 @@ def test_batch_round_trip(spark: Any, cluster: LocalCluster) -> None:
         .load()
     )
     assert only_even.count() == rows // 2
-    first_offsets = '{"SparkBatch": {"broker-a": {"0": 0}}}'
-    ending = (
-        '{"SparkBatch": {"broker-a": {"0": 10, "1": 0, "2": 0, "3": 0}, "broker-b": '
-        '{"0": 0, "1": 0, "2": 0, "3": 0}}}'
-    )
+    # ten messages of a queue that has at least ten (a batch request fills one queue)
+    with Admin(namesrv=ns) as admin:
+        full = next(q for q in admin.topic_status("SparkBatch") if q["max_offset"] >= 10)
+    broker, qid = full["broker_name"], str(full["queue_id"])
+    first_offsets = json.dumps({"SparkBatch": {broker: {qid: 0}}})
+    ends = {b: {str(q): 0 for q in range(4)} for b in ("broker-a", "broker-b")}
+    ends[broker][qid] = 10
+    ending = json.dumps({"SparkBatch": ends})
     ten = (
         spark.read.format("pymq")
         .option("namesrv", ns)
@@ -99,3 +104,29 @@ def test_sink_rejects_bad_frames(spark: Any, cluster: LocalCluster) -> None:
     no_topic = spark.range(3).selectExpr("cast(id as string) as body")
     with pytest.raises(Exception, match="topic"):
         no_topic.write.mode("append").format("pymq").option("namesrv", ns).save()
+
+
+def test_large_bodies_are_split_under_the_request_limit(spark: Any, cluster: LocalCluster) -> None:
+    # 120 rows of 100 KB: 12 MB per path, 3 times the 4 MiB request limit
+    create_topic(cluster, "SparkBig")
+    ns = cluster.namesrv_addr
+    big = spark.range(120, numPartitions=1).selectExpr(
+        "cast(concat(lpad(cast(id as string), 6, '0'), repeat('x', 100000)) as binary) as body",
+        "'big' as tags",
+    )
+    for frame in (big, big.selectExpr("body", "tags", "concat('k', 'x') as keys")):  # both paths
+        frame.write.mode("append").format("pymq").option("namesrv", ns).option(
+            "topic", "SparkBig"
+        ).save()
+    got = (
+        spark.read.format("pymq")
+        .option("namesrv", ns)
+        .option("topic", "SparkBig")
+        .load()
+        .selectExpr("substring(body, 1, 6) as id", "length(body) as n", "keys")
+        .collect()
+    )
+    assert Counter((bytes(r.id).decode(), r.keys) for r in got) == Counter(
+        (f"{i:06d}", k) for i in range(120) for k in (None, "kx")
+    )
+    assert {r.n for r in got} == {100_006}
