@@ -220,25 +220,52 @@ def split_properties(
     return pairs[:n], counts, found, bool(repeated[0])
 
 
-def _crc_table() -> np.ndarray:
-    table = np.empty(256, dtype=np.uint32)
+def _crc_tables() -> np.ndarray:
+    """Slice-by-8 tables of zlib's CRC-32 (reflected 0xEDB88320): row 0 is the
+    byte-at-a-time table, row k advances a byte's CRC by k more zero bytes."""
+    tables = np.empty((8, 256), dtype=np.uint32)
     for i in range(256):
         c = i
         for _ in range(8):
             c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
-        table[i] = c
-    return table
+        tables[0, i] = c
+    for k in range(1, 8):
+        for i in range(256):
+            prev = int(tables[k - 1, i])
+            tables[k, i] = (prev >> 8) ^ int(tables[0, prev & 0xFF])
+    return tables
 
 
-CRC_TABLE = _crc_table()  # zlib's CRC-32 (reflected 0xEDB88320), one byte at a time
+CRC_TABLE = _crc_tables()
 
 
 @njit(cache=True, nogil=True, inline="always")
 def crc32_masked(table: Any, buf: Any, start: int, end: int) -> int:  # pragma: no cover
-    """``zlib.crc32(buf[start:end]) & 0x7FFFFFFF`` (RocketMQ's body CRC), compiled."""
+    """``zlib.crc32(buf[start:end]) & 0x7FFFFFFF`` (RocketMQ's body CRC), compiled,
+    eight bytes a step."""
     c = np.uint32(0xFFFFFFFF)
-    for j in range(start, end):
-        c = table[(c ^ buf[j]) & 0xFF] ^ (c >> 8)
+    j = start
+    while j + 8 <= end:
+        one = c ^ (
+            np.uint32(buf[j])
+            | (np.uint32(buf[j + 1]) << 8)
+            | (np.uint32(buf[j + 2]) << 16)
+            | (np.uint32(buf[j + 3]) << 24)
+        )
+        c = (
+            table[7, one & 0xFF]
+            ^ table[6, (one >> 8) & 0xFF]
+            ^ table[5, (one >> 16) & 0xFF]
+            ^ table[4, one >> 24]
+            ^ table[3, buf[j + 4]]
+            ^ table[2, buf[j + 5]]
+            ^ table[1, buf[j + 6]]
+            ^ table[0, buf[j + 7]]
+        )
+        j += 8
+    while j < end:
+        c = table[0, (c ^ buf[j]) & 0xFF] ^ (c >> 8)
+        j += 1
     return np.int64(~c & np.uint32(0xFFFFFFFF)) & 0x7FFFFFFF
 
 

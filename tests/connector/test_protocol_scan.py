@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import zlib
+
+import numpy as np
 import pytest
 
 from connector.errors import CorruptRecordError
 from connector.protocol.properties import encode_properties
 from connector.protocol.record import decode_record, encode_record
-from connector.protocol.scan import index_records
+from connector.protocol.scan import CRC_TABLE, crc32_masked, index_records
 
 HOST = b"\x7f\x00\x00\x01\x00\x00\x27\x0f"
 
@@ -54,3 +57,14 @@ def test_bad_magic_is_corrupt() -> None:
     data[4] ^= 0xFF
     with pytest.raises(CorruptRecordError):
         index_records(bytes(data))
+
+
+def test_compiled_crc_is_zlibs() -> None:
+    data = bytes(range(256)) * 20
+    buf = np.frombuffer(data, dtype=np.uint8)
+    for start in (0, 1, 7):
+        for n in [*range(20), 63, 64, 65, 1000, 4097]:
+            assert (
+                crc32_masked(CRC_TABLE, buf, start, start + n)
+                == zlib.crc32(data[start : start + n]) & 0x7FFFFFFF
+            )
