@@ -184,3 +184,12 @@ def test_offset_msg_ids_vectorised_match_the_scalar_form() -> None:
     assert offset_msg_ids(host.hex().upper(), offsets) == tuple(
         encode_offset_msg_id(host, o) for o in offsets
     )
+
+
+def test_many_ids_at_once_match_the_one_by_one_form() -> None:
+    gen = UniqKeyGenerator()
+    small, big = gen.next_ids(5), gen.next_ids(70_000)  # past 0xFFFF: the counter wraps
+    assert all(HEX32.fullmatch(i) for i in small + big)
+    assert [int(i[-4:], 16) for i in big[:3]] == [5, 6, 7]
+    assert big[0][:28] == small[0][:28] or big[0][:24] == small[0][:24]  # same process prefix
+    assert int(big[-1][-4:], 16) == (5 + 70_000 - 1) & 0xFFFF
