@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +79,7 @@ class PyMQBatchWriter(DataSourceArrowWriter):
 
 
 PLAIN_COLUMNS = frozenset({"body", "topic", "tags"})
+MAX_IN_FLIGHT = 2  # plain batch requests of one task in flight at once
 
 
 def plain_topic(opts: WriteOptions, batch: Any) -> str | None:
@@ -138,22 +141,27 @@ def write_batches(opts: WriteOptions, batches: Iterator[Any]) -> SinkCommitMessa
             sent += len(msgs)
             requests += 1
 
-    with producer:
+    # plain batches are sent from a thread while the next one is encoded: the task
+    # does not sit idle while a broker stores a request
+    sender = ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT, thread_name_prefix="pymq-sink")
+    in_flight: deque[Future[Any]] = deque()
+    with producer, sender:
         for batch in batches:
             topic = plain_topic(opts, batch)
             if topic is not None:  # body (+ tags) only: encoded column-wise, no object per row
+                flush(topic)
                 for chunk in plain_chunks(batch, opts.batch_size, producer.max_message_size):
-                    flush(topic)  # rows keep their order within a task
                     tags = chunk.column("tags") if "tags" in chunk.schema.names else None
-                    producer.send_prepared_batch(
-                        encode_columns(
-                            topic,
-                            chunk.column("body"),
-                            tags,
-                            producer.new_msg_ids(chunk.num_rows),
-                            producer.max_message_size,
-                        )
+                    prepared = encode_columns(
+                        topic,
+                        chunk.column("body"),
+                        tags,
+                        producer.new_msg_ids(chunk.num_rows),
+                        producer.max_message_size,
                     )
+                    while len(in_flight) >= MAX_IN_FLIGHT:
+                        in_flight.popleft().result()  # a failed send fails the task here
+                    in_flight.append(sender.submit(producer.send_prepared_batch, prepared))
                     sent += chunk.num_rows
                     requests += 1
                 continue
@@ -205,4 +213,6 @@ def write_batches(opts: WriteOptions, batches: Iterator[Any]) -> SinkCommitMessa
                 requests += 1
         for topic in list(pending):
             flush(topic)
+        while in_flight:
+            in_flight.popleft().result()
     return SinkCommitMessage(messages=sent, requests=requests)
