@@ -46,9 +46,12 @@ unit: $(VENV)/.installed-test | java
 test: lint typecheck unit
 
 bench: $(VENV)/.installed-test
+	$(PIP) install --quiet -e '.[bench]'
 	$(PY) benchmarks/store_bench.py --runs 5
 	$(PY) benchmarks/server_bench.py --runs 3
 	$(PY) benchmarks/client_bench.py --runs 3
+	$(PY) benchmarks/spark_bench.py --runs 3
+	$(PY) benchmarks/peers_bench.py --runs 3
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,881 @@
+"""pymq next to Redis Streams and NATS JetStream: same machine, same run, Python clients.
+
+    python benchmarks/peers_bench.py [--runs 3] [--quick] [--messages N] [--json-out FILE]
+
+Needs the Debian packages ``redis-server`` and ``nats-server`` (exits 2 with
+the package to install when one is missing) and the ``bench`` extra
+(``pip install -e '.[bench]'``: redis-py with hiredis, the parser redis-py
+recommends, and nats-py).
+
+Every run starts each system fresh on 127.0.0.1, on a free port, with its
+data in a temp dir, and stops it at the end (also on Ctrl-C or SIGTERM):
+
+* pymq: ``LocalCluster`` of 1 NameServer and 1 broker, ASYNC_FLUSH; a second
+  cluster with a SYNC_FLUSH broker for the durable workload;
+* redis-server with ``--save "" --appendonly no``; a second one with
+  ``--appendonly yes --appendfsync always`` for the durable workload;
+* nats-server ``-js -sd <tmp>`` (file storage, the default), streams with
+  default settings.
+
+Workloads, 100-byte bodies, one client process (this one):
+
+1. batched produce, one thread: pymq ``Producer.send_batch`` of 1,000
+   (building the ``Message`` objects included), redis-py pipeline of 1,000
+   XADD (``transaction=False``), JetStream ``publish_async`` (nats-py's window
+   of outstanding acks, 4,000 by default). Also pymq ``send_async`` (8
+   workers), a smaller count: one request per message.
+2. one synchronous message at a time, one thread: pymq ``Producer.send``,
+   XADD, ``await js.publish``: msgs/s and p50/p99 latency.
+3. durable produce, 64 concurrent producers: SYNC_FLUSH broker with 64
+   threads sharing one ``Producer`` (it is thread-safe) calling ``send``;
+   redis with appendfsync always, 64 threads each with its own connection;
+   JetStream (default file storage) with 64 asyncio tasks awaiting
+   ``js.publish`` on one connection. Not the same promise: pymq and redis
+   answer after fsync; JetStream answers once the message is written to its
+   file (strace of this workload: one pwrite per message and no fsync).
+4. consume everything workload 1 stored, from the start: pymq
+   ``PullConsumer.pull`` (decoded ``MessageExt`` objects, what the README
+   shows) 10,000 a request, and ``pull_records`` + ``index_records`` (bodies
+   addressable without a Python object per message); redis XRANGE pages of
+   10,000; a JetStream pull consumer (AckPolicy none, like the other two:
+   nobody acks a replay) fetching 10,000 at a time. nats-py publishes and
+   fetches ~15,000 msgs/s here, so NATS gets at most 300,000 messages (a
+   million would take over a minute each way).
+5. end-to-end latency at a fixed rate (5,000 msgs/s as 10 messages every
+   2 ms, each tick one request: pymq ``send_batch``, a redis pipeline,
+   10 ``publish_async`` awaited together; a single thread cannot send 5,000
+   pymq requests a second), for 10 s: the send time is in the body, the
+   consumer takes it off on arrival; pymq long-poll ``pull(wait_ms=1000)`` on
+   a topic of one queue (one queue: one ordered log, as a stream is), redis
+   ``XREAD BLOCK COUNT 1000``, JetStream ``fetch(1000)`` with a 2 ms expiry
+   (a fetch returns when its batch is full or the request expires: with 1 s,
+   p50 was 50-1,000 ms; 2 ms was NATS's best here). Also, as a reference
+   row, a JetStream push subscription (callback per message). The first
+   second is warm-up.
+
+Each figure is the median of ``--runs`` runs with min and max; the order of
+the systems rotates from run to run. Prints one table (ratio = pymq / best
+peer) and the JSON (date, machine, command, load, versions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import connector  # noqa: E402
+from connector import Admin, Message, Producer, PullConsumer, PullStatus  # noqa: E402
+from connector.local import LocalCluster  # noqa: E402
+from connector.protocol.scan import index_records  # noqa: E402
+
+BODY = b"x" * 100
+BATCH = 1000  # messages per send_batch / pipeline
+PAGE = 10_000  # messages per pull / XRANGE / fetch
+PRODUCERS = 64  # workload 3
+E2E_TICK_MS = 2
+E2E_WARMUP_S = 1.0
+E2E_STAMP = struct.Struct(">qq")  # perf_counter_ns at send, sequence number
+# nats-py's fetch returns when its batch is full or the pull request expires: a short
+# expiry is what gives a JetStream pull consumer a low latency (1 s: p50 of 50-1,000 ms)
+NATS_FETCH_EXPIRY_S = 0.002
+# nats-py publishes and fetches ~15,000 msgs/s here: 1,000,000 would take over a minute
+NATS_MAX_MESSAGES = 300_000
+SYSTEMS = ("pymq", "redis", "nats")
+SIZES = (
+    "messages", "nats_messages", "async_messages", "singles", "durable_per_producer",
+    "e2e_rate", "e2e_seconds",
+)  # fmt: skip
+# Debian package of each server binary
+SERVERS = {"redis-server": "redis-server", "nats-server": "nats-server"}
+# pymq topics = redis stream keys = NATS stream names (their subjects in lower case)
+BATCH_TOPIC = "PeersBatch"  # workloads 1 and 4
+SINGLE_TOPIC = "PeersSingle"  # send_async, workload 2
+DURABLE_TOPIC = "PeersDurable"  # workload 3
+E2E_TOPIC = "PeersE2E"  # workload 5 (pymq: one queue)
+E2E_PUSH_TOPIC = "PeersE2EPush"  # workload 5, JetStream push subscription
+WARM_TOPIC = "PeersWarm"  # warm-up traffic before the clocks start
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def percentiles(lat_s: list[float]) -> dict[str, float]:
+    lat = sorted(lat_s)
+    return {
+        "p50_ms": lat[len(lat) // 2] * 1000,
+        "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000,
+    }
+
+
+def log(text: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {text}", file=sys.stderr, flush=True)
+
+
+# -- servers --------------------------------------------------------------------------
+
+
+def server_binary(name: str) -> str | None:
+    # nats-server lands in /usr/sbin, which is not on every user's PATH
+    return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PeerServer:
+    """A redis-server or nats-server child process; ready when its log says so."""
+
+    def __init__(self, name: str, argv: list[str], log_path: Path, ready_text: str) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self.ready_text = ready_text
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 30.0) -> PeerServer:
+        with open(self.log_path, "ab") as out:
+            # own session: a Ctrl-C reaches only this script, whose finally stops us
+            self.proc = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                start_new_session=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout_s
+        while self.ready_text not in self.log_path.read_text(errors="replace"):
+            if self.proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace").strip().splitlines()[-3:]
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {tail}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} not ready within {timeout_s:.0f} s")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@contextlib.contextmanager
+def redis_server(data: Path, *, durable: bool) -> Iterator[int]:
+    data.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    persistence = (
+        ["--appendonly", "yes", "--appendfsync", "always"]
+        if durable
+        else ["--appendonly", "no"]
+    )  # fmt: skip
+    argv = [
+        str(server_binary("redis-server")), "--port", str(port), "--bind", "127.0.0.1",
+        "--dir", str(data), "--save", "", *persistence, "--daemonize", "no",
+    ]  # fmt: skip
+    server = PeerServer("redis-server", argv, data / "server.log", "Ready to accept connections")
+    try:
+        server.start()
+        yield port
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def nats_server(data: Path) -> Iterator[int]:
+    data.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    argv = [
+        str(server_binary("nats-server")), "-a", "127.0.0.1", "-p", str(port),
+        "-js", "-sd", str(data / "jetstream"),
+    ]  # fmt: skip
+    server = PeerServer("nats-server", argv, data / "server.log", "Server is ready")
+    try:
+        server.start()
+        yield port
+    finally:
+        server.stop()
+
+
+# -- shared shapes ---------------------------------------------------------------------
+
+
+def run_threads(count: int, work: Callable[[int], None]) -> float:
+    """Run ``work(i)`` on ``count`` threads released together; wall seconds."""
+    barrier = threading.Barrier(count + 1)
+    errors: list[BaseException] = []
+
+    def body(i: int) -> None:
+        barrier.wait()
+        try:
+            work(i)
+        except Exception as exc:  # noqa: BLE001 - re-raised in the main thread below
+            errors.append(exc)
+
+    pool = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(count)]
+    for t in pool:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return elapsed
+
+
+def timed_singles(count: int, send: Callable[[], object]) -> dict[str, float]:
+    lat = []
+    t_all = time.perf_counter()
+    for _ in range(count):
+        t0 = time.perf_counter()
+        send()
+        lat.append(time.perf_counter() - t0)
+    elapsed = time.perf_counter() - t_all
+    return {"msgs_per_s": count / elapsed, **percentiles(lat)}
+
+
+class E2EClock:
+    """The fixed-rate schedule of workload 5 and the latencies the consumer sees."""
+
+    def __init__(self, rate: int, seconds: float) -> None:
+        self.per_tick = max(1, rate * E2E_TICK_MS // 1000)
+        self.ticks = int(seconds * 1000 / E2E_TICK_MS)
+        self.total = self.per_tick * self.ticks
+        self.warmup = int(rate * E2E_WARMUP_S)
+        self.latencies: list[float] = []
+        self.received = 0
+        self.t0 = 0.0
+        self.sent_s = 0.0
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def delay_s(self, tick: int) -> float:
+        return self.t0 + tick * E2E_TICK_MS / 1000 - time.perf_counter()
+
+    def bodies(self, tick: int) -> list[bytes]:
+        now = time.perf_counter_ns()
+        first = tick * self.per_tick
+        return [E2E_STAMP.pack(now, first + i).ljust(len(BODY), b"e") for i in range(self.per_tick)]
+
+    def sent(self) -> None:
+        self.sent_s = time.perf_counter() - self.t0
+
+    def arrived(self, bodies: list[bytes]) -> None:
+        now = time.perf_counter_ns()
+        for body in bodies:
+            stamp, seq = E2E_STAMP.unpack_from(body)
+            if seq >= self.warmup:
+                self.latencies.append((now - stamp) / 1e9)
+        self.received += len(bodies)
+
+    def result(self) -> dict[str, float]:
+        if self.received != self.total:
+            raise RuntimeError(f"e2e: {self.received} of {self.total} messages arrived")
+        return {**percentiles(self.latencies), "sent_msgs_per_s": self.total / self.sent_s}
+
+
+# -- pymq ------------------------------------------------------------------------------
+
+
+def pymq_env(flush: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
+    env.update(PYMQ_LOG_LEVEL="warning", PYMQ_FLUSH_DISK_TYPE=flush)
+    return env
+
+
+def pymq_topics(namesrv: str, topics: dict[str, int]) -> None:
+    """Create the topics and wait (bounded) until the NameServer routes them."""
+    with Admin(namesrv=namesrv) as admin:
+        for topic, queues in topics.items():
+            admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+        deadline = time.monotonic() + 30
+        for topic, queues in topics.items():
+            while True:
+                route = admin.namesrv.topic_route(topic)
+                if route is not None and sum(q.write_queue_nums for q in route.queues) == queues:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"topic {topic} not routed within 30 s")
+                time.sleep(0.05)
+
+
+def pymq_consume(consumer: PullConsumer, topic: str, expected: int, *, records: bool) -> float:
+    total = 0
+    t0 = time.perf_counter()
+    for mq in consumer.fetch_queues(topic):
+        offset = 0
+        while True:
+            if records:
+                res = consumer.pull_records(mq, offset, PAGE)
+                n = len(index_records(res.records)) if res.status is PullStatus.FOUND else 0
+            else:
+                res = consumer.pull(mq, offset, PAGE)
+                n = len(res.messages)
+            if res.status is not PullStatus.FOUND:
+                break
+            total += n
+            offset = res.next_begin_offset
+    elapsed = time.perf_counter() - t0
+    if total != expected:
+        raise RuntimeError(f"pymq consume: read {total} of {expected}")
+    return total / elapsed
+
+
+def pymq_e2e(producer: Producer, consumer: PullConsumer, clock: E2EClock) -> dict[str, float]:
+    (mq,) = consumer.fetch_queues(E2E_TOPIC)
+
+    def consume() -> None:
+        offset = 0
+        deadline = time.monotonic() + clock.ticks * E2E_TICK_MS / 1000 + 30
+        while clock.received < clock.total and time.monotonic() < deadline:
+            res = consumer.pull(mq, offset, 1000, wait_ms=1000)
+            if res.status is PullStatus.FOUND:
+                clock.arrived([m.body for m in res.messages])
+                offset = res.next_begin_offset
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    clock.start()
+    for tick in range(clock.ticks):
+        delay = clock.delay_s(tick)
+        if delay > 0:
+            time.sleep(delay)
+        producer.send_batch([Message(topic=E2E_TOPIC, body=b) for b in clock.bodies(tick)])
+    clock.sent()
+    reader.join()
+    return clock.result()
+
+
+def run_pymq(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with LocalCluster(base / "async", brokers=1, namesrvs=1, env=pymq_env("ASYNC_FLUSH")) as c:
+        ns = c.namesrv_addr
+        pymq_topics(ns, {BATCH_TOPIC: 8, SINGLE_TOPIC: 8, WARM_TOPIC: 8, E2E_TOPIC: 1})
+        with (
+            Producer(group="peers-bench", namesrv=ns) as producer,
+            PullConsumer(group="peers-bench", namesrv=ns) as consumer,
+        ):
+            for _ in range(200):  # warm-up: routes, connections, fresh file pages
+                producer.send(Message(topic=WARM_TOPIC, body=BODY))
+            for _ in range(5):
+                producer.send_batch([Message(topic=WARM_TOPIC, body=BODY) for _ in range(BATCH)])
+
+            t0 = time.perf_counter()
+            for _ in range(args.messages // BATCH):
+                producer.send_batch([Message(topic=BATCH_TOPIC, body=BODY) for _ in range(BATCH)])
+            out["batch"] = args.messages / (time.perf_counter() - t0)
+
+            t0 = time.perf_counter()
+            futures = [
+                producer.send_async(Message(topic=SINGLE_TOPIC, body=BODY))
+                for _ in range(args.async_messages)
+            ]
+            for f in futures:
+                f.result(120)
+            out["async"] = args.async_messages / (time.perf_counter() - t0)
+
+            warm = 200 + 5 * BATCH  # and the compiled record index loaded before the clock
+            pymq_consume(consumer, WARM_TOPIC, warm, records=True)
+            out["consume"] = pymq_consume(consumer, BATCH_TOPIC, args.messages, records=False)
+            out["consume_records"] = pymq_consume(
+                consumer, BATCH_TOPIC, args.messages, records=True
+            )
+            out["single"] = timed_singles(
+                args.singles, lambda: producer.send(Message(topic=SINGLE_TOPIC, body=BODY))
+            )
+            out["e2e"] = pymq_e2e(producer, consumer, E2EClock(args.e2e_rate, args.e2e_seconds))
+    shutil.rmtree(base / "async", ignore_errors=True)
+    os.sync()  # the durable run measures its own fsyncs, not the writeback of the above
+    with LocalCluster(base / "sync", brokers=1, namesrvs=1, env=pymq_env("SYNC_FLUSH")) as c:
+        pymq_topics(c.namesrv_addr, {DURABLE_TOPIC: 8})
+        with Producer(group="peers-bench", namesrv=c.namesrv_addr) as producer:
+            for _ in range(200):
+                producer.send(Message(topic=DURABLE_TOPIC, body=BODY))
+
+            def durable(_: int) -> None:
+                for _ in range(args.durable_per_producer):
+                    producer.send(Message(topic=DURABLE_TOPIC, body=BODY))
+
+            elapsed = run_threads(PRODUCERS, durable)
+            out["durable"] = PRODUCERS * args.durable_per_producer / elapsed
+    shutil.rmtree(base / "sync", ignore_errors=True)
+    return out
+
+
+# -- redis -----------------------------------------------------------------------------
+
+
+def redis_e2e(port: int, clock: E2EClock) -> dict[str, float]:
+    import redis
+
+    key = E2E_TOPIC
+
+    def consume() -> None:
+        r = redis.Redis(port=port)
+        last: bytes | str = "0-0"
+        deadline = time.monotonic() + clock.ticks * E2E_TICK_MS / 1000 + 30
+        while clock.received < clock.total and time.monotonic() < deadline:
+            answer: Any = r.xread({key: last}, count=1000, block=1000)
+            if answer:
+                entries = answer[0][1]
+                clock.arrived([fields[b"d"] for _, fields in entries])
+                last = entries[-1][0]
+        r.close()
+
+    r = redis.Redis(port=port)
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    clock.start()
+    pipe = r.pipeline(transaction=False)
+    for tick in range(clock.ticks):
+        delay = clock.delay_s(tick)
+        if delay > 0:
+            time.sleep(delay)
+        for body in clock.bodies(tick):
+            pipe.xadd(key, {b"d": body})
+        pipe.execute()
+    clock.sent()
+    reader.join()
+    r.close()
+    return clock.result()
+
+
+def run_redis(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    import redis
+
+    out: dict[str, Any] = {}
+    with redis_server(base / "plain", durable=False) as port:
+        r = redis.Redis(port=port)
+        pipe = r.pipeline(transaction=False)
+        for _ in range(200):
+            r.xadd(WARM_TOPIC, {b"d": BODY})
+        for _ in range(5):
+            for _ in range(BATCH):
+                pipe.xadd(WARM_TOPIC, {b"d": BODY})
+            pipe.execute()
+
+        t0 = time.perf_counter()
+        for _ in range(args.messages // BATCH):
+            for _ in range(BATCH):
+                pipe.xadd(BATCH_TOPIC, {b"d": BODY})
+            pipe.execute()
+        out["batch"] = args.messages / (time.perf_counter() - t0)
+
+        total, last = 0, b"-"
+        t0 = time.perf_counter()
+        while True:
+            page: Any = r.xrange(BATCH_TOPIC, min=last, max="+", count=PAGE)
+            if not page:
+                break
+            total += len(page)
+            last = b"(" + page[-1][0]
+        out["consume"] = total / (time.perf_counter() - t0)
+        if total != args.messages:
+            raise RuntimeError(f"redis consume: read {total} of {args.messages}")
+
+        out["single"] = timed_singles(args.singles, lambda: r.xadd(SINGLE_TOPIC, {b"d": BODY}))
+        out["e2e"] = redis_e2e(port, E2EClock(args.e2e_rate, args.e2e_seconds))
+        r.close()
+    shutil.rmtree(base / "plain", ignore_errors=True)
+    os.sync()
+    with redis_server(base / "durable", durable=True) as port:
+        clients = [redis.Redis(port=port) for _ in range(PRODUCERS)]
+        for c in clients:  # one connection each, opened before the clock
+            c.xadd(WARM_TOPIC, {b"d": BODY})
+
+        def durable(i: int) -> None:
+            c = clients[i]
+            for _ in range(args.durable_per_producer):
+                c.xadd(DURABLE_TOPIC, {b"d": BODY})
+
+        elapsed = run_threads(PRODUCERS, durable)
+        out["durable"] = PRODUCERS * args.durable_per_producer / elapsed
+        for c in clients:
+            c.close()
+    shutil.rmtree(base / "durable", ignore_errors=True)
+    return out
+
+
+# -- NATS JetStream --------------------------------------------------------------------
+
+
+async def nats_workloads(port: int, args: argparse.Namespace) -> dict[str, Any]:
+    import nats
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType
+
+    out: dict[str, Any] = {}
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    try:
+        js = nc.jetstream()
+        for name in (BATCH_TOPIC, SINGLE_TOPIC, WARM_TOPIC):
+            await js.add_stream(name=name, subjects=[name.lower()], storage=StorageType.FILE)
+        warm = WARM_TOPIC.lower()
+        for _ in range(200):
+            await js.publish(warm, BODY)
+        for _ in range(5 * BATCH):
+            await js.publish_async(warm, BODY)
+        await js.publish_async_completed()
+
+        subject, n = BATCH_TOPIC.lower(), args.nats_messages
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await js.publish_async(subject, BODY)
+        await js.publish_async_completed()
+        out["batch"] = n / (time.perf_counter() - t0)
+
+        replay = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
+        psub = await js.pull_subscribe(subject, stream=BATCH_TOPIC, config=replay)
+        total = 0
+        t0 = time.perf_counter()
+        while total < n:
+            total += len(await psub.fetch(PAGE, timeout=10))
+        out["consume"] = total / (time.perf_counter() - t0)
+        if total != n:
+            raise RuntimeError(f"nats consume: read {total} of {n}")
+        await psub.unsubscribe()
+
+        single = SINGLE_TOPIC.lower()
+        lat = []
+        t_all = time.perf_counter()
+        for _ in range(args.singles):
+            t0 = time.perf_counter()
+            await js.publish(single, BODY)
+            lat.append(time.perf_counter() - t0)
+        out["single"] = {
+            "msgs_per_s": args.singles / (time.perf_counter() - t_all),
+            **percentiles(lat),
+        }
+
+        out["e2e"] = await nats_e2e(js, E2EClock(args.e2e_rate, args.e2e_seconds), push=False)
+        out["e2e_push"] = await nats_e2e(js, E2EClock(args.e2e_rate, args.e2e_seconds), push=True)
+    finally:
+        await nc.close()
+    return out
+
+
+async def nats_e2e(js: Any, clock: E2EClock, *, push: bool) -> dict[str, float]:
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType
+
+    stream = E2E_PUSH_TOPIC if push else E2E_TOPIC
+    subject = stream.lower()
+    await js.add_stream(name=stream, subjects=[subject], storage=StorageType.FILE)
+    config = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
+    done = asyncio.Event()
+
+    async def on_message(msg: Any) -> None:
+        clock.arrived([msg.data])
+        if clock.received >= clock.total:
+            done.set()
+
+    async def pull() -> None:
+        deadline = time.monotonic() + clock.ticks * E2E_TICK_MS / 1000 + 30
+        while clock.received < clock.total and time.monotonic() < deadline:
+            try:  # asyncio's TimeoutError (nats' subclasses it): nothing within the expiry
+                msgs = await sub.fetch(1000, timeout=NATS_FETCH_EXPIRY_S)
+            except asyncio.TimeoutError:
+                continue
+            clock.arrived([m.data for m in msgs])
+        done.set()
+
+    if push:
+        sub = await js.subscribe(subject, stream=stream, cb=on_message, config=config)
+    else:
+        sub = await js.pull_subscribe(subject, stream=stream, config=config)
+        reader = asyncio.create_task(pull())
+    clock.start()
+    for tick in range(clock.ticks):
+        delay = clock.delay_s(tick)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        acks = [await js.publish_async(subject, body) for body in clock.bodies(tick)]
+        await asyncio.gather(*acks)
+    clock.sent()
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(done.wait(), 30)
+    if not push:
+        await reader
+    await sub.unsubscribe()
+    return clock.result()
+
+
+async def nats_durable(port: int, args: argparse.Namespace) -> float:
+    import nats
+    from nats.js.api import StorageType
+
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    try:
+        js = nc.jetstream()
+        subject = DURABLE_TOPIC.lower()
+        await js.add_stream(name=DURABLE_TOPIC, subjects=[subject], storage=StorageType.FILE)
+        for _ in range(200):
+            await js.publish(subject, BODY)
+
+        async def producer() -> None:
+            for _ in range(args.durable_per_producer):
+                await js.publish(subject, BODY)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(producer() for _ in range(PRODUCERS)))
+        return float(PRODUCERS * args.durable_per_producer / (time.perf_counter() - t0))
+    finally:
+        await nc.close()
+
+
+def run_nats(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    with nats_server(base / "plain") as port:
+        out = asyncio.run(nats_workloads(port, args))
+    shutil.rmtree(base / "plain", ignore_errors=True)
+    os.sync()
+    with nats_server(base / "durable") as port:
+        out["durable"] = asyncio.run(nats_durable(port, args))
+    shutil.rmtree(base / "durable", ignore_errors=True)
+    return out
+
+
+# -- report ----------------------------------------------------------------------------
+
+RUNNERS: dict[str, Callable[[Path, argparse.Namespace], dict[str, Any]]] = {
+    "pymq": run_pymq,
+    "redis": run_redis,
+    "nats": run_nats,
+}
+
+# (label, workload key, figure inside it or "", unit, pymq-only row compared with this key)
+ROWS: list[tuple[str, str, str, str, str]] = [
+    ("1 batched produce", "batch", "", "msgs/s", ""),
+    ("1 pymq send_async, 8 workers (vs row 1)", "async", "", "msgs/s", "batch"),
+    ("2 single sync send, 1 thread", "single", "msgs_per_s", "msgs/s", ""),
+    ("2 single sync send: p50", "single", "p50_ms", "ms", ""),
+    ("2 single sync send: p99", "single", "p99_ms", "ms", ""),
+    ("3 durable, 64 producers", "durable", "", "msgs/s", ""),
+    ("4 consume from start (pymq: pull)", "consume", "", "msgs/s", ""),
+    ("4 pymq pull_records + index (vs row 4)", "consume_records", "", "msgs/s", "consume"),
+    ("5 e2e at fixed rate: p50", "e2e", "p50_ms", "ms", ""),
+    ("5 e2e at fixed rate: p99", "e2e", "p99_ms", "ms", ""),
+    ("5 e2e: rate the producer kept up", "e2e", "sent_msgs_per_s", "msgs/s", ""),
+    ("5 e2e, JetStream push subscription: p50", "e2e_push", "p50_ms", "ms", ""),
+    ("5 e2e, JetStream push subscription: p99", "e2e_push", "p99_ms", "ms", ""),
+]
+
+
+def figures(per_run: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """workload -> system -> summary (or figure -> summary) over the runs."""
+    out: dict[str, dict[str, Any]] = {}
+    for system in SYSTEMS:
+        for key in per_run[0][system]:
+            values = [run[system][key] for run in per_run]
+            fig: Any
+            if isinstance(values[0], dict):
+                fig = {k: summary([v[k] for v in values]) for k in values[0]}
+            else:
+                fig = summary(values)
+            out.setdefault(key, {})[system] = fig
+    return out
+
+
+def print_table(results: dict[str, Any]) -> None:
+    figs = results["figures"]
+
+    def pick(key: str, field: str, system: str) -> dict[str, float] | None:
+        fig = figs.get(key, {}).get(system)
+        if fig is None:
+            return None
+        return fig[field] if field else fig  # type: ignore[no-any-return]
+
+    def cell(fig: dict[str, float] | None, unit: str) -> str:
+        if fig is None:
+            return "-"
+        if unit == "ms":
+            return f"{fig['median']:.2f} ({fig['min']:.2f}-{fig['max']:.2f})"
+        return f"{fig['median']:,.0f} ({fig['min']:,.0f}-{fig['max']:,.0f})"
+
+    a = results["sizes"]
+    print(
+        f"\npymq vs Redis Streams vs NATS JetStream, 100-byte bodies, median of "
+        f"{results['runs']} (min-max); {a['messages']:,} batched / consumed "
+        f"(nats {a['nats_messages']:,}), "
+        f"{a['async_messages']:,} send_async, {a['singles']:,} single, "
+        f"{PRODUCERS}x{a['durable_per_producer']:,} durable, "
+        f"e2e {a['e2e_rate']:,} msgs/s for {a['e2e_seconds']:g} s"
+    )
+    head = f"{'workload':<42}{'unit':<7}" + "".join(f"{s:>33}" for s in SYSTEMS)
+    print(head + f"{'pymq/best':>11}")
+    for label, key, field, unit, versus in ROWS:
+        cells = {s: pick(key, field, s) for s in SYSTEMS}
+        peers = [pick(versus or key, field, s) for s in SYSTEMS[1:]]
+        medians = [p["median"] for p in peers if p is not None]
+        ratio = "-"
+        if cells["pymq"] is not None and medians:
+            best = max(medians) if unit == "msgs/s" else min(medians)
+            ratio = f"{cells['pymq']['median'] / best:.2f}x"
+        row = f"{label:<42}{unit:<7}" + "".join(f"{cell(cells[s], unit):>33}" for s in SYSTEMS)
+        print(row + f"{ratio:>11}")
+    print(
+        "pymq/best: pymq's median over the best peer's; msgs/s above 1 = pymq faster, "
+        "ms above 1 = pymq slower.\n"
+        "3: pymq and redis fsync before they answer; JetStream answers after writing its file, "
+        "with no fsync."
+    )
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "pymq": connector.__version__}
+    for binary in SERVERS:
+        text = subprocess.run(
+            [str(server_binary(binary)), "--version"], capture_output=True, text=True, check=True
+        ).stdout
+        m = re.search(r"v=(\S+)|v(\d+\.\d+\.\d+)", text)
+        out[binary] = next(g for g in m.groups() if g) if m else text.strip()
+    for dist in ("redis", "hiredis", "nats-py"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
+def check_prerequisites() -> str | None:
+    missing = [pkg for binary, pkg in SERVERS.items() if server_binary(binary) is None]
+    if missing:
+        return f"error: {' and '.join(missing)} not found; apt-get install {' '.join(missing)}"
+    try:
+        import nats  # noqa: F401
+        import redis  # noqa: F401
+    except ImportError as exc:
+        return f"error: {exc.name} is not installed; pip install -e '.[bench]'"
+    return None
+
+
+def stop_stray_children() -> None:
+    """Stop child processes still running: LocalCluster does not stop a broker
+    interrupted while it starts (it is not in ``cluster.brokers`` yet)."""
+    me = os.getpid()
+    stray = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            state, ppid = stat.read_text().rsplit(")", 1)[1].split()[:2]
+            if int(ppid) == me and state != "Z":
+                cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")
+                stray.append(int(stat.parent.name))
+                log(f"stopping a child still running: {stray[-1]} {cmdline[:120].decode()}")
+    for pid in stray:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for pid in stray:
+        # a child is not reaped until waited for, so its pid cannot have been reused here
+        while True:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    break
+            except ChildProcessError:  # reaped elsewhere (its Popen)
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                break
+            time.sleep(0.05)
+
+
+def stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwinds through every finally: servers stop
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="small sizes, one run (a smoke test)")
+    ap.add_argument(
+        "--messages", type=int, default=None, help="workloads 1 and 4 (1,000,000; quick 20,000)"
+    )
+    ap.add_argument("--dir", default=None, help="where the data goes (default: a temp dir)")
+    ap.add_argument("--json-out", default=None)
+    args = ap.parse_args()
+    problem = check_prerequisites()
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
+    args.async_messages, args.singles, args.durable_per_producer = 20_000, 5_000, 300
+    args.e2e_rate, args.e2e_seconds = 5_000, 10.0
+    if args.quick:
+        args.runs, args.messages = 1, args.messages or 20_000
+        args.async_messages, args.singles, args.durable_per_producer = 2_000, 500, 20
+        args.e2e_seconds = 3.0
+    args.messages = max(BATCH, (args.messages or 1_000_000) // BATCH * BATCH)
+    args.nats_messages = min(args.messages, NATS_MAX_MESSAGES)
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    base = Path(args.dir or tempfile.mkdtemp(prefix="pymq-peers-bench-"))
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.platform()}",
+        "command": " ".join(["python", *sys.argv]),
+        "load_at_start": load(),
+        "versions": versions(),
+        "runs": args.runs,
+        "sizes": {k: getattr(args, k) for k in SIZES},
+    }
+    per_run: list[dict[str, dict[str, Any]]] = []
+    try:
+        for r in range(args.runs):
+            order = SYSTEMS[r % 3 :] + SYSTEMS[: r % 3]
+            run: dict[str, dict[str, Any]] = {}
+            for system in order:
+                log(f"  run {r + 1}/{args.runs}: {system} (load {load()})")
+                run[system] = RUNNERS[system](base / f"run-{r}" / system, args)
+            per_run.append(run)
+    except KeyboardInterrupt:
+        log("interrupted: servers stopped")
+        return 130
+    finally:
+        stop_stray_children()
+        if args.dir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    results["load_at_end"] = load()
+    results["figures"] = figures(per_run)
+    results["per_run"] = per_run
+    print_table(results)
+    text = json.dumps(results, indent=1)
+    print(text)
+    if args.json_out:
+        Path(args.json_out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
