@@ -61,7 +61,9 @@ class LocalCluster:
             for ns in self.namesrvs:
                 ns.start(timeout_s)
             for name in broker_names(self._broker_count):
-                self.brokers.append(self._broker_process(name).start(timeout_s))
+                broker = self._broker_process(name)
+                self.brokers.append(broker)  # before start: stop() also reaches one interrupted
+                broker.start(timeout_s)
         except BaseException:
             self.stop()
             raise

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import struct
@@ -44,6 +45,7 @@ def encode_host(ip: str, port: int) -> bytes:
     return _HOST.pack(packed, port)
 
 
+@functools.lru_cache(maxsize=1024)  # a pull answer names the same few hosts again and again
 def decode_host(data: bytes) -> str:
     ip, port = _HOST.unpack(data)
     return f"{socket.inet_ntoa(ip)}:{port}"

@@ -62,6 +62,8 @@ def split_records(data: bytes) -> list[bytes]:
 
 def batch_offsets(offset_runs: Sequence[Sequence[int]], record_sizes: Sequence[int]) -> list[int]:
     """Every message's CommitLog offset from a batch answer's ``offset_runs``."""
+    if len(record_sizes) == 1 and len(offset_runs) == 1 and int(offset_runs[0][0]) == 0:
+        return [int(offset_runs[0][1])]  # a single message: no numpy for it
     import numpy as np  # noqa: PLC0415 - numpy stays out of the servers' import path
 
     starts = sorted((int(index), int(offset)) for index, offset in offset_runs)
