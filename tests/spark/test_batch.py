@@ -48,9 +48,10 @@ def test_batch_round_trip(spark: Any, cluster: LocalCluster) -> None:
         "concat('k', id) as keys",
         "map('n', cast(id as string)) as properties",
     )
+    # batches of 500: each task makes 20 requests, round-robin over all 8 queues
     df.write.mode("append").format("pymq").option("namesrv", ns).option(
         "topic", "SparkBatch"
-    ).save()
+    ).option("batchSize", "500").save()
 
     read = spark.read.format("pymq").option("namesrv", ns).option("topic", "SparkBatch").load()
     got = read.select("body", "tags", "keys", "properties", "brokerName", "queueOffset").collect()

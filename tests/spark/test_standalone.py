@@ -300,11 +300,9 @@ def test_jobs_on_standalone_cluster(
     sink = read_topic(ns, "StandaloneOut")
     expected = Counter(b"event-%d" % i for i in range(ROWS))
     for topic in (source, sink):
+        # (no spread check: a batch request fills one queue, and 20,000 rows make about
+        # six requests of the default 4,096, which may all land on one broker)
         assert Counter(m.body for msgs in topic.values() for m in msgs) == expected
-        per_broker: Counter[str] = Counter()
-        for mq, msgs in topic.items():
-            per_broker[mq.broker_name] += len(msgs)
-        assert set(+per_broker) == {"broker-a", "broker-b"}, per_broker
     by_id = {m.msg_id: m for msgs in source.values() for m in msgs}
     assert len(by_id) == ROWS
     for msgs in sink.values():
