@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from connector.protocol.jit import CRC_TABLE, byte_at, copy_bytes, crc32
+
 __all__ = [
     "BATCH_ERRORS",
     "encode_batch_records",
@@ -47,59 +49,13 @@ BATCH_ERRORS = {
 }
 
 
-def _crc_table() -> np.ndarray:
-    table = np.zeros((8, 256), dtype=np.int64)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
-        table[0, i] = c
-    for i in range(256):
-        c = int(table[0, i])
-        for k in range(1, 8):
-            c = int(table[0, c & 0xFF]) ^ (c >> 8)
-            table[k, i] = c
-    return table
-
-
-CRC_TABLE = _crc_table()
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _crc32(buf: Any, p: int, end: int, t: Any, crc: int) -> int:  # pragma: no cover - compiled
-    """zlib's ``crc32(buf[p:end], crc)``: continue a CRC-32 from its previous value."""
-    c = crc ^ 0xFFFFFFFF
-    while p + 8 <= end:
-        c ^= (
-            np.int64(buf[p])
-            | (np.int64(buf[p + 1]) << 8)
-            | (np.int64(buf[p + 2]) << 16)
-            | (np.int64(buf[p + 3]) << 24)
-        )
-        c = (
-            t[7, c & 0xFF]
-            ^ t[6, (c >> 8) & 0xFF]
-            ^ t[5, (c >> 16) & 0xFF]
-            ^ t[4, c >> 24]
-            ^ t[3, buf[p + 4]]
-            ^ t[2, buf[p + 5]]
-            ^ t[1, buf[p + 6]]
-            ^ t[0, buf[p + 7]]
-        )
-        p += 8
-    while p < end:
-        c = t[0, (c ^ buf[p]) & 0xFF] ^ (c >> 8)
-        p += 1
-    return c ^ 0xFFFFFFFF
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _get_u32(buf: Any, p: int) -> int:  # pragma: no cover - compiled
     return (
-        (np.int64(buf[p]) << 24)
-        | (np.int64(buf[p + 1]) << 16)
-        | (np.int64(buf[p + 2]) << 8)
-        | np.int64(buf[p + 3])
+        (np.int64(byte_at(buf, p)) << 24)
+        | (np.int64(byte_at(buf, p + 1)) << 16)
+        | (np.int64(byte_at(buf, p + 2)) << 8)
+        | np.int64(byte_at(buf, p + 3))
     )
 
 
@@ -111,50 +67,55 @@ def _get_i32(buf: Any, p: int) -> int:  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True, inline="always")
 def _put_i32(buf: Any, p: int, v: int) -> None:  # pragma: no cover - compiled
-    buf[p] = (v >> 24) & 0xFF
-    buf[p + 1] = (v >> 16) & 0xFF
-    buf[p + 2] = (v >> 8) & 0xFF
-    buf[p + 3] = v & 0xFF
+    at = np.uint64(p)
+    buf[at] = (v >> 24) & 0xFF
+    buf[at + np.uint64(1)] = (v >> 16) & 0xFF
+    buf[at + np.uint64(2)] = (v >> 8) & 0xFF
+    buf[at + np.uint64(3)] = v & 0xFF
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _put_i64(buf: Any, p: int, v: int) -> None:  # pragma: no cover - compiled
     for k in range(8):
-        buf[p + k] = (v >> (56 - 8 * k)) & 0xFF
+        buf[np.uint64(p + k)] = (v >> (56 - 8 * k)) & 0xFF
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _java_hash_utf8(buf: Any, p: int, end: int, h: int) -> int:  # pragma: no cover - compiled
     """Continue Java's String.hashCode over UTF-8 bytes as UTF-16 code units."""
     while p < end:
-        b0 = np.int64(buf[p])
+        b0 = np.int64(byte_at(buf, p))
         cp = 0xFFFD
         n = 1
         if b0 < 0x80:
             cp = b0
-        elif 0xC2 <= b0 < 0xE0 and p + 1 < end and (buf[p + 1] & 0xC0) == 0x80:
-            cp = ((b0 & 0x1F) << 6) | (buf[p + 1] & 0x3F)
+        elif 0xC2 <= b0 < 0xE0 and p + 1 < end and (byte_at(buf, p + 1) & 0xC0) == 0x80:
+            cp = ((b0 & 0x1F) << 6) | (byte_at(buf, p + 1) & 0x3F)
             n = 2
         elif (
             0xE0 <= b0 < 0xF0
             and p + 2 < end
-            and (buf[p + 1] & 0xC0) == 0x80
-            and (buf[p + 2] & 0xC0) == 0x80
+            and (byte_at(buf, p + 1) & 0xC0) == 0x80
+            and (byte_at(buf, p + 2) & 0xC0) == 0x80
         ):
-            cp = ((b0 & 0x0F) << 12) | ((buf[p + 1] & 0x3F) << 6) | (buf[p + 2] & 0x3F)
+            cp = (
+                ((b0 & 0x0F) << 12)
+                | ((byte_at(buf, p + 1) & 0x3F) << 6)
+                | (byte_at(buf, p + 2) & 0x3F)
+            )
             n = 3
         elif (
             0xF0 <= b0 < 0xF5
             and p + 3 < end
-            and (buf[p + 1] & 0xC0) == 0x80
-            and (buf[p + 2] & 0xC0) == 0x80
-            and (buf[p + 3] & 0xC0) == 0x80
+            and (byte_at(buf, p + 1) & 0xC0) == 0x80
+            and (byte_at(buf, p + 2) & 0xC0) == 0x80
+            and (byte_at(buf, p + 3) & 0xC0) == 0x80
         ):
             cp = (
                 ((b0 & 0x07) << 18)
-                | ((buf[p + 1] & 0x3F) << 12)
-                | ((buf[p + 2] & 0x3F) << 6)
-                | (buf[p + 3] & 0x3F)
+                | ((byte_at(buf, p + 1) & 0x3F) << 12)
+                | ((byte_at(buf, p + 2) & 0x3F) << 6)
+                | (byte_at(buf, p + 3) & 0x3F)
             )
             n = 4
         if cp >= 0x10000:
@@ -185,8 +146,8 @@ def _scan_batch(
 ) -> tuple[int, int, int]:  # pragma: no cover - compiled
     """Walk and check every entry; collect CRCs, TAGS hashes and KEYS / UNIQ_KEY hashes.
 
-    One flat loop on purpose: numba helpers that take arrays pay reference
-    counting on every call, which dominated this loop when it had them.
+    Helpers are ``inline="always"``: called, a numba helper that takes arrays
+    pays reference counting every time, which dominated this loop once.
     Returns (status, entries, keys); status 0 is success, else a BATCH_ERRORS key.
     """
     end = buf.shape[0]
@@ -213,10 +174,10 @@ def _scan_batch(
         body_end = pos + ENTRY_HEAD + body_len
         if body_end + 2 > pos + total:
             return 6, n, nkeys
-        props_len = (np.int64(buf[body_end]) << 8) | np.int64(buf[body_end + 1])
+        props_len = (np.int64(byte_at(buf, body_end)) << 8) | np.int64(byte_at(buf, body_end + 1))
         if props_len & 0x8000 or body_end + 2 + props_len != pos + total:
             return 7, n, nkeys
-        crc = _crc32(buf, pos + ENTRY_HEAD, body_end, t, 0) & 0x7FFFFFFF
+        crc = crc32(t, buf, pos + ENTRY_HEAD, body_end, 0) & 0x7FFFFFFF
         if crc != _get_i32(buf, pos + 8):
             return 8, n, nkeys
         starts[n] = pos
@@ -224,65 +185,9 @@ def _scan_batch(
         props_lens[n] = props_len
         flags[n] = _get_i32(buf, pos + 12)
         crcs[n] = crc
-        tags_code = 0
-        p = body_end + 2
-        pend = pos + total
-        while p < pend:  # name \x01 value \x02 ...
-            name_end = p
-            while name_end < pend and buf[name_end] != 1:
-                name_end += 1
-            if name_end >= pend:
-                break
-            value = name_end + 1
-            value_end = value
-            while value_end < pend and buf[value_end] != 2:
-                value_end += 1
-            nlen = name_end - p
-            if (
-                nlen == 4
-                and buf[p] == 84
-                and buf[p + 1] == 65
-                and buf[p + 2] == 71
-                and buf[p + 3] == 83
-            ):  # TAGS
-                code = _java_hash_utf8(buf, value, value_end, 0)
-                tags_code = code - (1 << 32) if code & 0x80000000 else code
-            elif (
-                nlen == 8
-                and buf[p] == 85
-                and buf[p + 1] == 78
-                and buf[p + 2] == 73
-                and buf[p + 3] == 81
-                and buf[p + 4] == 95
-                and buf[p + 5] == 75
-                and buf[p + 6] == 69
-                and buf[p + 7] == 89
-            ):  # UNIQ_KEY
-                if value_end > value:
-                    key_hashes[nkeys] = _crc32(buf, value, value_end, t, prefix) & 0x7FFFFFFF
-                    key_msgs[nkeys] = n
-                    nkeys += 1
-            elif (
-                nlen == 4
-                and buf[p] == 75
-                and buf[p + 1] == 69
-                and buf[p + 2] == 89
-                and buf[p + 3] == 83
-            ):  # KEYS, space separated
-                k = value
-                while k < value_end:
-                    while k < value_end and buf[k] == 32:
-                        k += 1
-                    kend = k
-                    while kend < value_end and buf[kend] != 32:
-                        kend += 1
-                    if kend > k:
-                        key_hashes[nkeys] = _crc32(buf, k, kend, t, prefix) & 0x7FFFFFFF
-                        key_msgs[nkeys] = n
-                        nkeys += 1
-                    k = kend
-            p = value_end + 1
-        tags_codes[n] = tags_code
+        tags_codes[n], nkeys = _scan_props(
+            buf, body_end + 2, pos + total, t, prefix, n, key_hashes, key_msgs, nkeys
+        )
         n += 1
         pos += total
     return 0, n, nkeys
@@ -392,7 +297,7 @@ def encode_batch_records(
         plen = props_lens[j]
         size = RECORD_FIXED + tlen + blen + plen
         phys = phys_base + p
-        dst[p : p + 88] = template
+        copy_bytes(dst, p, template, 0, 88)
         _put_i32(dst, p, size)
         _put_i32(dst, p + 8, crcs[j])
         _put_i32(dst, p + 16, flags[j])
@@ -400,13 +305,13 @@ def encode_batch_records(
         _put_i64(dst, p + 28, phys)
         _put_i32(dst, p + 84, blen)
         s = starts[j] + ENTRY_HEAD
-        dst[p + 88 : p + 88 + blen] = src[s : s + blen]
+        copy_bytes(dst, p + 88, src, s, blen)
         q = p + 88 + blen
         dst[q] = tlen
-        dst[q + 1 : q + 1 + tlen] = topic
+        copy_bytes(dst, q + 1, topic, 0, tlen)
         q += 1 + tlen
         s += blen  # PROPLEN and properties are the same bytes in both layouts
-        dst[q : q + 2 + plen] = src[s : s + 2 + plen]
+        copy_bytes(dst, q, src, s, 2 + plen)
         c = i * 20
         _put_i64(cq_out, c, phys)
         _put_i32(cq_out, c + 8, size)
@@ -481,7 +386,7 @@ LOG_ERRORS = {
 }
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _scan_props(
     buf: Any,
     p: int,
@@ -495,60 +400,61 @@ def _scan_props(
 ) -> tuple[int, int]:  # pragma: no cover - compiled
     """TAGS hash and KEYS / UNIQ_KEY hashes of one record's properties.
 
-    The batch scan (``_scan_batch``) inlines this same walk by hand for speed.
+    Inlined into both scans (a call per record would pay reference counting
+    on its array arguments).
     """
     tags_code = 0
     while p < pend:
         name_end = p
-        while name_end < pend and buf[name_end] != 1:
+        while name_end < pend and byte_at(buf, name_end) != 1:
             name_end += 1
         if name_end >= pend:
             break
         value = name_end + 1
         value_end = value
-        while value_end < pend and buf[value_end] != 2:
+        while value_end < pend and byte_at(buf, value_end) != 2:
             value_end += 1
         nlen = name_end - p
         if (
             nlen == 4
-            and buf[p] == 84
-            and buf[p + 1] == 65
-            and buf[p + 2] == 71
-            and buf[p + 3] == 83
+            and byte_at(buf, p) == 84
+            and byte_at(buf, p + 1) == 65
+            and byte_at(buf, p + 2) == 71
+            and byte_at(buf, p + 3) == 83
         ):  # TAGS
             code = _java_hash_utf8(buf, value, value_end, 0)
             tags_code = code - (1 << 32) if code & 0x80000000 else code
         elif (
             nlen == 8
-            and buf[p] == 85
-            and buf[p + 1] == 78
-            and buf[p + 2] == 73
-            and buf[p + 3] == 81
-            and buf[p + 4] == 95
-            and buf[p + 5] == 75
-            and buf[p + 6] == 69
-            and buf[p + 7] == 89
+            and byte_at(buf, p) == 85
+            and byte_at(buf, p + 1) == 78
+            and byte_at(buf, p + 2) == 73
+            and byte_at(buf, p + 3) == 81
+            and byte_at(buf, p + 4) == 95
+            and byte_at(buf, p + 5) == 75
+            and byte_at(buf, p + 6) == 69
+            and byte_at(buf, p + 7) == 89
         ):  # UNIQ_KEY
             if value_end > value:
-                key_hashes[nkeys] = _crc32(buf, value, value_end, t, prefix) & 0x7FFFFFFF
+                key_hashes[nkeys] = crc32(t, buf, value, value_end, prefix) & 0x7FFFFFFF
                 key_recs[nkeys] = rec
                 nkeys += 1
         elif (
             nlen == 4
-            and buf[p] == 75
-            and buf[p + 1] == 69
-            and buf[p + 2] == 89
-            and buf[p + 3] == 83
+            and byte_at(buf, p) == 75
+            and byte_at(buf, p + 1) == 69
+            and byte_at(buf, p + 2) == 89
+            and byte_at(buf, p + 3) == 83
         ):  # KEYS, space separated
             k = value
             while k < value_end:
-                while k < value_end and buf[k] == 32:
+                while k < value_end and byte_at(buf, k) == 32:
                     k += 1
                 kend = k
-                while kend < value_end and buf[kend] != 32:
+                while kend < value_end and byte_at(buf, kend) != 32:
                     kend += 1
                 if kend > k:
-                    key_hashes[nkeys] = _crc32(buf, k, kend, t, prefix) & 0x7FFFFFFF
+                    key_hashes[nkeys] = crc32(t, buf, k, kend, prefix) & 0x7FFFFFFF
                     key_recs[nkeys] = rec
                     nkeys += 1
                 k = kend
@@ -611,20 +517,20 @@ def scan_log(
         if body_len < 0 or 88 + body_len + 3 > total:
             return 7, n, pos, nkeys
         tp = pos + 88 + body_len
-        tl = np.int64(buf[tp])
+        tl = np.int64(byte_at(buf, tp))
         if tl > 127 or tp + 1 + tl + 2 > pos + total:
             return 8, n, pos, nkeys
         pp = tp + 1 + tl
-        plen = (np.int64(buf[pp]) << 8) | np.int64(buf[pp + 1])
+        plen = (np.int64(byte_at(buf, pp)) << 8) | np.int64(byte_at(buf, pp + 1))
         if plen & 0x8000 or pp + 2 + plen != pos + total:
             return 9, n, pos, nkeys
         if nkeys + plen // 2 + 1 > key_hashes.shape[0]:
             return LOG_CHUNK_FULL, n, pos, nkeys  # no room for every key this record may have
         if check_crc:
-            crc = _crc32(buf, pos + 88, tp, t, 0) & 0x7FFFFFFF
+            crc = crc32(t, buf, pos + 88, tp, 0) & 0x7FFFFFFF
             if crc != _get_i32(buf, pos + 8):
                 return 10, n, pos, nkeys
-        c = _crc32(buf, tp + 1, pp, t, 0)
+        c = crc32(t, buf, tp + 1, pp, 0)
         topic_crcs[n] = c
         c ^= 0xFFFFFFFF
         c = t[0, (c ^ 0x23) & 0xFF] ^ (c >> 8)  # then "#": the index key prefix

@@ -29,7 +29,6 @@ from broker.store.consume_queue import CQ_DTYPE, ConsumeQueue
 from broker.store.files import file_name
 from broker.store.index import IndexFile
 from broker.store.kernels import (
-    CRC_TABLE,
     LOG_CHUNK_FULL,
     LOG_END_OF_DATA,
     LOG_ERRORS,
@@ -39,6 +38,7 @@ from broker.store.kernels import (
 from broker.store.mapped_file import MappedFile
 from broker.store.results import RecoveryReport
 from connector.errors import CorruptRecordError, InvalidTopicError, StoreError
+from connector.protocol.jit import CRC_TABLE
 from connector.protocol.names import validate_topic
 from connector.protocol.record import OFF_STORETIMESTAMP, check_record
 

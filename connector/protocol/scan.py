@@ -18,12 +18,11 @@ import numpy as np
 from numba import njit
 
 from connector.errors import CorruptRecordError
+from connector.protocol.jit import CRC_TABLE, copy_bytes, crc32_masked
 from connector.protocol.record import HEADER_SIZE, MESSAGE_MAGIC_CODE, OFF_BODYLEN, OFF_QUEUEOFFSET
 
 __all__ = [
-    "CRC_TABLE",
     "RecordIndex",
-    "crc32_masked",
     "gather",
     "header_fields",
     "index_records",
@@ -123,8 +122,7 @@ def _gather(buf: Any, starts: Any, lens: Any, out: Any, offsets: Any) -> None:  
     pos = 0
     for i in range(len(starts)):
         offsets[i] = pos
-        s = starts[i]
-        out[pos : pos + lens[i]] = buf[s : s + lens[i]]
+        copy_bytes(out, pos, buf, starts[i], lens[i])
         pos += lens[i]
     offsets[len(starts)] = pos
 
@@ -218,55 +216,6 @@ def split_properties(
     repeated = np.zeros(1, dtype=np.int64)
     n = _split_props(buf, starts, lens, names, name_lens, pairs, counts, found, repeated)
     return pairs[:n], counts, found, bool(repeated[0])
-
-
-def _crc_tables() -> np.ndarray:
-    """Slice-by-8 tables of zlib's CRC-32 (reflected 0xEDB88320): row 0 is the
-    byte-at-a-time table, row k advances a byte's CRC by k more zero bytes."""
-    tables = np.empty((8, 256), dtype=np.uint32)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
-        tables[0, i] = c
-    for k in range(1, 8):
-        for i in range(256):
-            prev = int(tables[k - 1, i])
-            tables[k, i] = (prev >> 8) ^ int(tables[0, prev & 0xFF])
-    return tables
-
-
-CRC_TABLE = _crc_tables()
-
-
-@njit(cache=True, nogil=True, inline="always")
-def crc32_masked(table: Any, buf: Any, start: int, end: int) -> int:  # pragma: no cover
-    """``zlib.crc32(buf[start:end]) & 0x7FFFFFFF`` (RocketMQ's body CRC), compiled,
-    eight bytes a step."""
-    c = np.uint32(0xFFFFFFFF)
-    j = start
-    while j + 8 <= end:
-        one = c ^ (
-            np.uint32(buf[j])
-            | (np.uint32(buf[j + 1]) << 8)
-            | (np.uint32(buf[j + 2]) << 16)
-            | (np.uint32(buf[j + 3]) << 24)
-        )
-        c = (
-            table[7, one & 0xFF]
-            ^ table[6, (one >> 8) & 0xFF]
-            ^ table[5, (one >> 16) & 0xFF]
-            ^ table[4, one >> 24]
-            ^ table[3, buf[j + 4]]
-            ^ table[2, buf[j + 5]]
-            ^ table[1, buf[j + 6]]
-            ^ table[0, buf[j + 7]]
-        )
-        j += 8
-    while j < end:
-        c = table[0, (c ^ buf[j]) & 0xFF] ^ (c >> 8)
-        j += 1
-    return np.int64(~c & np.uint32(0xFFFFFFFF)) & 0x7FFFFFFF
 
 
 @njit(cache=True, nogil=True)

@@ -23,8 +23,8 @@ from numba import njit
 
 from connector.errors import MessageIllegalError, MessageTooLargeError
 from connector.protocol.batch import BATCH_ENTRY_OVERHEAD, PreparedBatch
+from connector.protocol.jit import CRC_TABLE, copy_bytes, crc32_masked
 from connector.protocol.record import MESSAGE_MAGIC_CODE, record_size
-from connector.protocol.scan import CRC_TABLE, crc32_masked
 
 __all__ = ["arrow_bytes", "encode_columns"]
 
@@ -73,21 +73,21 @@ def _encode(
         _put32(out, pos + 12, 0)
         _put32(out, pos + 16, b1 - b0)
         pos += 20
-        out[pos : pos + b1 - b0] = body[b0:b1]
+        copy_bytes(out, pos, body, b0, b1 - b0)
         pos += b1 - b0
         out[pos] = (props >> 8) & 0xFF
         out[pos + 1] = props & 0xFF
         pos += 2
-        out[pos : pos + len(uniq)] = uniq
+        copy_bytes(out, pos, uniq, 0, len(uniq))
         pos += len(uniq)
-        out[pos : pos + 32] = ids[i * 32 : i * 32 + 32]
+        copy_bytes(out, pos, ids, i * 32, 32)
         out[pos + 32] = 2
         pos += 33
         if has_tag[i]:
-            out[pos : pos + len(tag_prefix)] = tag_prefix
+            copy_bytes(out, pos, tag_prefix, 0, len(tag_prefix))
             pos += len(tag_prefix)
             t0, t1 = tags_off[i], tags_off[i + 1]
-            out[pos : pos + t1 - t0] = tags[t0:t1]
+            copy_bytes(out, pos, tags, t0, t1 - t0)
             pos += t1 - t0
             out[pos] = 2
             pos += 1

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from connector.errors import CorruptRecordError
+from connector.protocol.jit import CRC_TABLE, crc32_masked
 from connector.protocol.properties import encode_properties
 from connector.protocol.record import decode_record, encode_record
-from connector.protocol.scan import CRC_TABLE, crc32_masked, index_records
+from connector.protocol.scan import index_records
 
 HOST = b"\x7f\x00\x00\x01\x00\x00\x27\x0f"
 

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from broker.store.index import key_hash
 from broker.store.kernels import (
-    CRC_TABLE,
     LOG_SEGMENT_END,
     encode_batch_records,
     scan_batch,
@@ -21,6 +20,7 @@ from broker.store.kernels import (
 from connector.errors import MessageIllegalError
 from connector.protocol.batch import decode_batch, encode_batch
 from connector.protocol.hashing import tags_code
+from connector.protocol.jit import CRC_TABLE
 from connector.protocol.msgid import encode_host
 from connector.protocol.properties import encode_properties
 from connector.protocol.record import HEADER, MESSAGE_MAGIC_CODE, encode_record
