@@ -334,7 +334,7 @@ def index_insert(
     entries_at = 40 + slot_num * 4
     for j in range(hashes.shape[0]):
         h = hashes[j]
-        spos = 40 + (h % slot_num) * 4
+        spos = 40 + np.int64(np.uint64(h) % np.uint64(slot_num)) * 4  # h >= 0: key_hash
         prev = _get_i32(buf, spos)
         if prev <= 0 or prev >= count:
             if prev == 0:

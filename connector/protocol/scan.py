@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from connector.errors import CorruptRecordError
-from connector.protocol.jit import CRC_TABLE, copy_bytes, crc32_masked
+from connector.protocol.jit import CRC_TABLE, byte_at, copy_bytes, crc32_masked
 from connector.protocol.record import HEADER_SIZE, MESSAGE_MAGIC_CODE, OFF_BODYLEN, OFF_QUEUEOFFSET
 
 __all__ = [
@@ -33,10 +33,10 @@ __all__ = [
 @njit(cache=True, nogil=True, inline="always")
 def _u32(buf: Any, pos: int) -> int:  # pragma: no cover - compiled
     return (
-        (np.int64(buf[pos]) << 24)
-        | (np.int64(buf[pos + 1]) << 16)
-        | (np.int64(buf[pos + 2]) << 8)
-        | np.int64(buf[pos + 3])
+        (np.int64(byte_at(buf, pos)) << 24)
+        | (np.int64(byte_at(buf, pos + 1)) << 16)
+        | (np.int64(byte_at(buf, pos + 2)) << 8)
+        | np.int64(byte_at(buf, pos + 3))
     )
 
 
@@ -58,15 +58,17 @@ def _walk(buf: Any, out: Any) -> tuple[int, int]:  # pragma: no cover - compiled
         topic_pos = body_start + body_len
         if topic_pos + 1 > pos + size:
             return n, pos
-        props_len_pos = topic_pos + 1 + np.int64(buf[topic_pos])
+        props_len_pos = topic_pos + 1 + np.int64(byte_at(buf, topic_pos))
         if props_len_pos + 2 > pos + size:
             return n, pos
-        props_len = (np.int64(buf[props_len_pos]) << 8) | np.int64(buf[props_len_pos + 1])
+        props_len = (np.int64(byte_at(buf, props_len_pos)) << 8) | np.int64(
+            byte_at(buf, props_len_pos + 1)
+        )
         if props_len_pos + 2 + props_len != pos + size:
             return n, pos
         q = np.int64(0)
         for i in range(8):
-            q = (q << 8) | np.int64(buf[pos + OFF_QUEUEOFFSET + i])
+            q = (q << 8) | np.int64(byte_at(buf, pos + OFF_QUEUEOFFSET + i))
         out[n, 0] = pos
         out[n, 1] = size
         out[n, 2] = body_start
@@ -140,11 +142,12 @@ def gather(data: bytes, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarra
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _is(buf: Any, pos: int, n: int, name: Any) -> bool:  # pragma: no cover - compiled
-    if n != len(name):
+def _same(a: Any, pos: int, n: int, b: Any, bpos: int, bn: int) -> bool:  # pragma: no cover
+    """``a[pos:pos+n] == b[bpos:bpos+bn]`` without building views."""
+    if n != bn:
         return False
     for k in range(n):  # noqa: SIM110 - numba compiles loops, not generators
-        if buf[pos + k] != name[k]:
+        if byte_at(a, pos + k) != byte_at(b, bpos + k):
             return False
     return True
 
@@ -155,7 +158,7 @@ def _split_props(
     starts: Any,
     lens: Any,
     names: Any,
-    name_lens: Any,
+    name_starts: Any,
     pairs: Any,
     counts: Any,
     found: Any,
@@ -169,21 +172,22 @@ def _split_props(
         first = n
         while pos < end:
             stop = pos
-            while stop < end and buf[stop] != 2:
+            while stop < end and byte_at(buf, stop) != 2:
                 stop += 1
             sep = pos
-            while sep < stop and buf[sep] != 1:
+            while sep < stop and byte_at(buf, sep) != 1:
                 sep += 1
             if sep < stop and sep > pos:  # a pair without a separator or name is skipped
                 pairs[n, 0] = pos
                 pairs[n, 1] = sep - pos
                 pairs[n, 2] = sep + 1
                 pairs[n, 3] = stop - sep - 1
-                for w in range(len(name_lens)):
-                    if _is(buf, pos, sep - pos, names[w, : name_lens[w]]):
+                for w in range(len(name_starts) - 1):
+                    a, b = name_starts[w], name_starts[w + 1]
+                    if _same(buf, pos, sep - pos, names, a, b - a):
                         found[r, w] = n  # a repeated name: the last one wins, as in a dict
                 for p in range(first, n):
-                    if _is(buf, pos, sep - pos, buf[pairs[p, 0] : pairs[p, 0] + pairs[p, 1]]):
+                    if _same(buf, pos, sep - pos, buf, pairs[p, 0], pairs[p, 1]):
                         repeated[0] = 1
                 n += 1
             pos = stop + 1
@@ -206,15 +210,13 @@ def split_properties(
     """
     buf = np.frombuffer(data, dtype=np.uint8)
     encoded = [w.encode() for w in wanted]
-    names = np.zeros((len(wanted), max((len(e) for e in encoded), default=1)), dtype=np.uint8)
-    for w, e in enumerate(encoded):
-        names[w, : len(e)] = np.frombuffer(e, dtype=np.uint8)
-    name_lens = np.array([len(e) for e in encoded], dtype=np.int64)
+    names = np.frombuffer(b"".join(encoded) or b"\0", dtype=np.uint8)
+    name_starts = np.cumsum([0] + [len(e) for e in encoded], dtype=np.int64)
     pairs = np.empty((int(lens.sum()) // 2 + 1, 4), dtype=np.int64)
     counts = np.empty(len(starts), dtype=np.int64)
     found = np.full((len(starts), len(wanted)), -1, dtype=np.int64)
     repeated = np.zeros(1, dtype=np.int64)
-    n = _split_props(buf, starts, lens, names, name_lens, pairs, counts, found, repeated)
+    n = _split_props(buf, starts, lens, names, name_starts, pairs, counts, found, repeated)
     return pairs[:n], counts, found, bool(repeated[0])
 
 
@@ -233,10 +235,10 @@ def _fields(
         if bad < 0 and crc32_masked(table, buf, s, s + body_len[i]) != crc:
             bad = i
         for k in range(8):  # offset msgId: STOREHOST (64..71) then PHYSICALOFFSET (28..35)
-            b = buf[p + 64 + k]
+            b = byte_at(buf, p + 64 + k)
             ids[i, 2 * k] = hexd[b >> 4]
             ids[i, 2 * k + 1] = hexd[b & 15]
-            b = buf[p + 28 + k]
+            b = byte_at(buf, p + 28 + k)
             ids[i, 16 + 2 * k] = hexd[b >> 4]
             ids[i, 16 + 2 * k + 1] = hexd[b & 15]
     return bad

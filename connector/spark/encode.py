@@ -37,10 +37,11 @@ ID_LEN = 32
 
 @njit(cache=True, nogil=True, inline="always")
 def _put32(out: Any, pos: int, v: int) -> None:  # pragma: no cover - compiled
-    out[pos] = (v >> 24) & 0xFF
-    out[pos + 1] = (v >> 16) & 0xFF
-    out[pos + 2] = (v >> 8) & 0xFF
-    out[pos + 3] = v & 0xFF
+    at = np.uint64(pos)  # unsigned: no negative-index branch (see connector.protocol.jit)
+    out[at] = (v >> 24) & 0xFF
+    out[at + np.uint64(1)] = (v >> 16) & 0xFF
+    out[at + np.uint64(2)] = (v >> 8) & 0xFF
+    out[at + np.uint64(3)] = v & 0xFF
 
 
 @njit(cache=True, nogil=True)
