@@ -7,7 +7,7 @@ client process take in a million pulled messages a second.
 """
 
 # numba needs explicit np.int64 casts that mypy types apart from int
-# mypy: disable-error-code="return-value"
+# mypy: disable-error-code="return-value,arg-type"
 
 from __future__ import annotations
 
