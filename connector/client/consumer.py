@@ -17,9 +17,9 @@ from connector.client.results import PullResult
 from connector.client.transport import ClientTransport, path
 from connector.errors import InvalidOffsetError, PyMQError, TopicNotExistError
 from connector.protocol.hashing import parse_tags
-from connector.protocol.message import MessageExt, MessageQueue
+from connector.protocol.message import MessageQueue
 from connector.protocol.names import validate_group, validate_topic
-from connector.protocol.record import decode_record
+from connector.protocol.pulled import decode_records
 from connector.protocol.route import TopicRouteData
 from connector.protocol.status import PullStatus
 from connector.protocol.wire import (
@@ -123,14 +123,9 @@ class PullConsumer:
         """
         res = self.pull_records(mq, offset, max_nums, tags=tags, wait_ms=wait_ms)
         wanted = parse_tags(tags)
-        messages: list[MessageExt] = []
-        data = res.records
-        pos = 0
-        while pos < len(data):
-            msg = decode_record(data, pos)
-            pos += msg.store_size
-            if wanted is None or msg.tags in wanted:
-                messages.append(msg)
+        messages = decode_records(res.records)
+        if wanted is not None:  # the broker filtered by tag hash; drop hash collisions
+            messages = [m for m in messages if m.tags in wanted]
         status = res.status
         if status is PullStatus.FOUND and not messages:
             status = PullStatus.NO_MATCHED_MSG

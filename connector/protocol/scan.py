@@ -25,6 +25,7 @@ __all__ = [
     "RecordIndex",
     "gather",
     "header_fields",
+    "headers",
     "index_records",
     "split_properties",
 ]
@@ -127,6 +128,22 @@ def _gather(buf: Any, starts: Any, lens: Any, out: Any, offsets: Any) -> None:  
         copy_bytes(out, pos, buf, starts[i], lens[i])
         pos += lens[i]
     offsets[len(starts)] = pos
+
+
+@njit(cache=True, nogil=True)
+def _rows(buf: Any, starts: Any, out: Any) -> None:  # pragma: no cover - compiled
+    width = out.shape[1]
+    for i in range(len(starts)):
+        for k in range(width):
+            out[i, k] = byte_at(buf, starts[i] + k)
+
+
+def headers(data: bytes, starts: np.ndarray) -> np.ndarray:
+    """The fixed 88-byte header of each record, one row per record (view the rows
+    with a structured big-endian dtype to read the fields as columns)."""
+    out = np.empty((len(starts), HEADER_SIZE), dtype=np.uint8)
+    _rows(np.frombuffer(data, dtype=np.uint8), starts, out)
+    return out
 
 
 def gather(data: bytes, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

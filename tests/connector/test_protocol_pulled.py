@@ -1,0 +1,136 @@
+"""Pulled messages (decoded on use) equal what the Python record decoder builds."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from connector.errors import CorruptRecordError
+from connector.protocol.message import MessageExt, SysFlag
+from connector.protocol.properties import encode_properties
+from connector.protocol.pulled import PulledMessage, decode_records
+from connector.protocol.record import decode_record, encode_record
+
+HOST_A = b"\x7f\x00\x00\x01\x00\x00\x27\x0f"
+HOST_B = b"\x0a\x00\x00\x00\x00\x00\x27\x00"  # trailing zero bytes must survive
+
+
+def record(i: int, body: bytes, *, topic: bytes = b"T", props: dict[str, str] | None = None,
+           sys_flag: int = 0, crc: int | None = None) -> bytes:  # fmt: skip
+    return encode_record(
+        topic=topic, body=body, properties=encode_properties(props if props is not None else {}),
+        queue_id=i % 4, queue_offset=1000 + i, physical_offset=(1 << 40) + i * 7, flag=i,
+        sys_flag=sys_flag, born_timestamp=1_700_000_000_000 + i, born_host=HOST_A,
+        store_timestamp=1_700_000_000_500 + i, store_host=HOST_B, reconsume_times=i % 3,
+        prepared_transaction_offset=-i, crc=crc,
+    )  # fmt: skip
+
+
+def reference(data: bytes) -> list[MessageExt]:
+    out, pos = [], 0
+    while pos < len(data):
+        msg = decode_record(data, pos)
+        out.append(msg)
+        pos += msg.store_size
+    return out
+
+
+def sample() -> bytes:
+    inflated = b"z" * 5000
+    return b"".join(
+        [
+            record(0, b"plain", props={"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "ABC"}),
+            record(1, b"", topic="Tópico".encode()),
+            record(2, zlib.compress(inflated), sys_flag=SysFlag.COMPRESSED, props={"a": "b"}),
+            record(3, bytes(range(256)) * 3, topic=b"Other"),
+        ]
+    )
+
+
+def test_fields_equal_the_python_decoder() -> None:
+    data = sample()
+    got, want = decode_records(data), reference(data)
+    assert len(got) == len(want) == 4
+    for g, w in zip(got, want, strict=True):
+        assert isinstance(g, PulledMessage) and isinstance(g, MessageExt)
+        for name in MessageExt.__dataclass_fields__:
+            assert getattr(g, name) == getattr(w, name), name
+        assert g == w and w == g
+        assert (g.tags, g.keys, g.msg_id) == (w.tags, w.keys, w.msg_id)
+        assert repr(g).endswith(repr(w)[len("MessageExt") :])
+    assert got[2].body == b"z" * 5000
+    assert got[0].keys == ["k1", "k2"] and got[0].msg_id == "ABC"
+    assert got[1].topic == "Tópico" and got[1].store_host == "10.0.0.0:9984"
+
+
+def test_fields_can_be_set_and_copied() -> None:
+    msg = decode_records(sample())[0]
+    msg.body = b"changed"
+    msg.properties["x"] = "y"  # the decoded dict is kept: changes stay
+    assert msg.body == b"changed" and msg.properties["x"] == "y"
+    back = pickle.loads(pickle.dumps(msg))
+    assert type(back) is MessageExt and back == msg
+    assert copy.copy(msg) == msg
+
+
+def test_empty_answer() -> None:
+    assert decode_records(b"") == []
+
+
+def test_body_crc_mismatch_is_corrupt() -> None:
+    first = record(0, b"good")
+    data = first + record(1, b"body", crc=12345)
+    with pytest.raises(CorruptRecordError) as err:
+        decode_records(data)
+    assert err.value.position == len(first)
+    assert len(decode_records(data, check_crc=False)) == 2
+
+
+def test_truncated_answer_is_corrupt() -> None:
+    data = sample()
+    with pytest.raises(CorruptRecordError):
+        decode_records(data[:-3])
+
+
+def test_body_that_does_not_inflate_is_corrupt() -> None:
+    data = record(0, b"not zlib at all", sys_flag=SysFlag.COMPRESSED)
+    with pytest.raises(CorruptRecordError, match="inflate"):
+        decode_records(data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(max_size=300),
+            st.text(
+                alphabet=st.characters(codec="utf-8", exclude_characters="\x00\x01\x02"),
+                min_size=1,
+                max_size=20,
+            ),
+            st.dictionaries(
+                st.text(alphabet="abcXYZ_", min_size=1, max_size=8),
+                st.text(
+                    alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02"),
+                    max_size=30,
+                ),
+                max_size=4,
+            ),
+        ),
+        max_size=20,
+    )
+)
+def test_any_answer_decodes_like_the_python_decoder(
+    items: list[tuple[bytes, str, dict[str, str]]],
+) -> None:
+    topics = [t.encode()[:127].decode("utf-8", errors="ignore") or "T" for _, t, _ in items]
+    data = b"".join(
+        record(i, body, topic=topic.encode(), props=props)
+        for i, ((body, _, props), topic) in enumerate(zip(items, topics, strict=True))
+    )
+    assert decode_records(data) == reference(data)
