@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -275,6 +275,10 @@ class Producer:
         if not msgs:
             raise MessageIllegalError("a batch needs at least one message")
         topic = validate_topic(msgs[0].topic)
+        if len(msgs) >= _COMPILED_BATCH_MIN and _plain(msgs, topic):
+            plain = self._encode_plain(msgs, topic)
+            if plain is not None:
+                return plain
         topic_len = len(topic.encode())
         limit = self.max_message_size
         entries, sizes, msg_ids = [], [], []
@@ -306,6 +310,36 @@ class Producer:
                 len(data), limit, message=f"batch of {len(data)} bytes exceeds {limit}"
             )
         return _Encoded(topic, data, msg_ids, sizes, False)
+
+    def _encode_plain(self, msgs: Sequence[Message], topic: str) -> _Encoded | None:
+        """Messages with a body and perhaps tags, encoded in compiled code (see
+        ``connector.protocol.fastbatch``); None sends them down the per-message path."""
+        import numpy as np  # noqa: PLC0415 - numpy and numba load with the first large batch
+
+        from connector.protocol.fastbatch import encode_plain  # noqa: PLC0415
+
+        n = len(msgs)
+        bodies = [m.body for m in msgs]
+        tags = [m.tags for m in msgs]
+        tag_data = tag_off = has_tag = None
+        if any(tags):
+            try:
+                raw = [t.encode() if t else b"" for t in tags]
+            except UnicodeEncodeError:  # a lone surrogate: the per-message path says so
+                return None
+            tag_data = np.frombuffer(b"".join(raw), dtype=np.uint8)
+            tag_off = _offsets(np, map(len, raw), n)
+            has_tag = np.fromiter(map(bool, raw), dtype=np.bool_, count=n)
+        body = np.frombuffer(b"".join(bodies), dtype=np.uint8)
+        body_off = _offsets(np, map(len, bodies), n)
+        ids = self._uniq.next_ids(n)
+        limit = self.max_message_size
+        batch = encode_plain(topic, body, body_off, tag_data, tag_off, has_tag, ids, limit)
+        if len(batch.data) > limit:
+            raise MessageTooLargeError(
+                len(batch.data), limit, message=f"batch of {len(batch.data)} bytes exceeds {limit}"
+            )
+        return _Encoded(topic, batch.data, ids, batch.record_sizes, False)
 
     # -- the send path -----------------------------------------------------------------
 
@@ -569,3 +603,29 @@ def _run_callback(
         callback(None if exc else future.result(), exc)
     except Exception:  # the caller's callback: log, never kill the worker
         log.exception("send_async callback failed")
+
+
+# batches at least this large are encoded in compiled code when their messages are plain
+_COMPILED_BATCH_MIN = 32
+
+
+def _plain(msgs: Sequence[Message], topic: str) -> bool:
+    """Every message has ``topic``, a bytes body, and nothing but perhaps tags."""
+    for m in msgs:
+        if (
+            m.topic != topic
+            or m.keys
+            or m.properties
+            or m.delay_level
+            or m.flag
+            or type(m.body) is not bytes
+        ):
+            return False
+    return True
+
+
+def _offsets(np: Any, lengths: Iterable[int], n: int) -> Any:
+    """``[0, l0, l0+l1, ...]`` as int64: where each of n pieces starts in their join."""
+    out = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(lengths, dtype=np.int64, count=n), out=out[1:])
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from connector.errors import MessageIllegalError
@@ -34,7 +35,7 @@ class MessageQueue:
     queue_id: int
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Message:
     """A message to send. ``tags``, ``keys`` and ``delay_level`` become properties."""
 
@@ -46,16 +47,33 @@ class Message:
     flag: int = 0
     delay_level: int = 0
 
-    def __post_init__(self) -> None:
-        # accept what people pass in practice: a space-separated string, any iterable, bytearray
-        keys: object = self.keys
-        if isinstance(keys, str):
-            self.keys = keys.split()
-        elif not isinstance(keys, list):
-            self.keys = list(self.keys)
-        body: object = self.body
-        if isinstance(body, (bytearray, memoryview)):
-            self.body = bytes(body)
+    def __init__(
+        self,
+        topic: str,
+        body: bytes | bytearray | memoryview,
+        tags: str | None = None,
+        keys: Iterable[str] | str | None = None,
+        properties: dict[str, str] | None = None,
+        flag: int = 0,
+        delay_level: int = 0,
+    ) -> None:
+        # written out (not generated) because every message sent pays for it; it accepts
+        # what people pass in practice: a space-separated string of keys, any iterable,
+        # a bytearray or memoryview body
+        self.topic = topic
+        if type(body) is not bytes and isinstance(body, (bytearray, memoryview)):
+            body = bytes(body)
+        self.body = body
+        self.tags = tags
+        if keys is None:
+            self.keys = []
+        elif type(keys) is list:
+            self.keys = keys
+        else:
+            self.keys = keys.split() if isinstance(keys, str) else list(keys)
+        self.properties = {} if properties is None else properties
+        self.flag = flag
+        self.delay_level = delay_level
 
     def validate(self) -> None:
         """Checks that need no size limit: keys, tags and delay level."""

@@ -67,8 +67,8 @@ def hex_ids(prefix: str, values: Sequence[int] | Any, digits: int) -> list[str]:
     out[:, : len(prefix)] = np.frombuffer(prefix.encode("ascii"), dtype=np.uint8)
     out[:, width] = 32  # a space after each id: one decode and one split make the strs
     v = np.asarray(values, dtype=np.uint64)
-    for d in range(digits):  # the last digit is the lowest nibble
-        out[:, width - 1 - d] = hex_digits[(v >> np.uint64(4 * d)) & np.uint64(15)]
+    shifts = np.arange(4 * (digits - 1), -1, -4, dtype=np.uint64)  # the last digit: lowest nibble
+    out[:, len(prefix) : width] = hex_digits[(v[:, None] >> shifts) & np.uint64(15)]
     return out.tobytes().decode("ascii").split()
 
 

@@ -12,7 +12,7 @@ import pytest
 from connector.client.consumer import PullConsumer
 from connector.client.producer import Producer
 from connector.client.results import SendContext, SendResult
-from connector.errors import MessageIllegalError
+from connector.errors import MessageIllegalError, MessageTooLargeError
 from connector.local import LocalCluster
 from connector.protocol.batch import PreparedBatch
 from connector.protocol.message import Message, MessageExt, MessageQueue, SysFlag
@@ -149,6 +149,38 @@ def test_batch_keeps_given_ids_and_properties(cluster: LocalCluster) -> None:
         assert [m.msg_id for m in res.messages] == list(r.msg_ids)
         assert [m.offset_msg_id for m in res.messages] == list(r.offset_msg_ids)
         assert res.messages[2].tags == "T" and res.messages[2].properties["p"] == "1"
+
+
+def test_large_batches_of_plain_and_mixed_messages(cluster: LocalCluster) -> None:
+    """40 messages: the compiled encoder when they carry only bodies and tags,
+    the per-message path as soon as one has keys; the same rules either way."""
+    ns = cluster.namesrv_addr
+    topic = "E2eBigBatch"
+    with Producer(group="e2e", namesrv=ns) as producer, PullConsumer(group="g", namesrv=ns) as c:
+        tags = ["T\u00e9", None, "", "B"] * 10
+        plain = [Message(topic=topic, body=b"p%d" % i, tags=t) for i, t in enumerate(tags)]
+        mixed = [Message(topic=topic, body=b"m%d" % i) for i in range(39)]
+        mixed.append(Message(topic=topic, body=b"keyed", keys=["k1"]))
+        results = [producer.send_batch(plain), producer.send_batch(mixed)]
+        wait_route(producer, topic, 1)
+        for r, sent in zip(results, [plain, mixed], strict=True):
+            assert r.status is SendStatus.SEND_OK and len(set(r.msg_ids)) == 40
+            got = c.pull(r.queue, r.queue_offset, 40).messages
+            assert [m.body for m in got] == [m.body for m in sent]
+            assert [m.tags for m in got] == [m.tags or None for m in sent]
+            assert [m.msg_id for m in got] == list(r.msg_ids)
+            assert [m.offset_msg_id for m in got] == list(r.offset_msg_ids)
+        assert got[-1].keys == ["k1"]
+        bad = [*plain[:39], Message(topic=topic, body=b"")]
+        with pytest.raises(MessageIllegalError, match="non-empty"):
+            producer.send_batch(bad)
+        big = [*plain[:39], Message(topic=topic, body=b"x" * (producer.max_message_size + 1))]
+        with pytest.raises(MessageTooLargeError):
+            producer.send_batch(big)
+        with pytest.raises(MessageIllegalError, match="separator"):
+            producer.send_batch([*plain[:39], Message(topic=topic, body=b"x", tags="a\x01b")])
+        with pytest.raises(MessageIllegalError, match="same topic"):
+            producer.send_batch([*plain[:39], Message(topic="Other", body=b"x")])
 
 
 def test_many_threads_oneway_and_callbacks(cluster: LocalCluster) -> None:

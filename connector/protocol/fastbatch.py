@@ -1,0 +1,142 @@
+"""Message columns -> the batch encoding, in compiled code: no Python work per message.
+
+The plain messages of a batch (a body, perhaps tags, nothing else) need no
+Python object per message to be encoded: ``encode_plain`` writes each
+message's batch entry (``connector.protocol.batch``: TOTALSIZE, MAGIC,
+BODYCRC, FLAG, BODYLEN, body, PROPLEN, properties ``UNIQ_KEY`` and
+``TAGS``) from the concatenated bodies and tags, CRC included, and returns a
+``PreparedBatch``. Used by ``Producer.send_batch`` and the Spark sink; the
+same checks as the per-message path: no empty body, none above the size
+limit, tags without the properties separators.
+"""
+
+# numba needs explicit np.int64 casts that mypy types apart from int
+# mypy: disable-error-code="return-value,arg-type"
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from connector.errors import MessageIllegalError, MessageTooLargeError
+from connector.protocol.batch import BATCH_ENTRY_OVERHEAD, PreparedBatch
+from connector.protocol.jit import CRC_TABLE, copy_bytes, crc32_masked
+from connector.protocol.record import MESSAGE_MAGIC_CODE, record_size
+
+__all__ = ["ID_LEN", "encode_plain"]
+
+UNIQ_PREFIX = b"UNIQ_KEY\x01"
+TAGS_PREFIX = b"TAGS\x01"
+_UNIQ = np.frombuffer(UNIQ_PREFIX, dtype=np.uint8)
+_TAGS = np.frombuffer(TAGS_PREFIX, dtype=np.uint8)
+ID_LEN = 32
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put32(out: Any, pos: int, v: int) -> None:  # pragma: no cover - compiled
+    at = np.uint64(pos)  # unsigned: no negative-index branch (see connector.protocol.jit)
+    out[at] = (v >> 24) & 0xFF
+    out[at + np.uint64(1)] = (v >> 16) & 0xFF
+    out[at + np.uint64(2)] = (v >> 8) & 0xFF
+    out[at + np.uint64(3)] = v & 0xFF
+
+
+@njit(cache=True, nogil=True)
+def _encode(
+    body: Any,
+    body_off: Any,
+    ids: Any,
+    tags: Any,
+    tags_off: Any,
+    has_tag: Any,
+    uniq: Any,
+    tag_prefix: Any,
+    crc_table: Any,
+    magic: int,
+    out: Any,
+    totals: Any,
+) -> None:  # pragma: no cover - compiled
+    pos = 0
+    for i in range(len(body_off) - 1):
+        b0, b1 = body_off[i], body_off[i + 1]
+        props = len(uniq) + 33
+        if has_tag[i]:
+            props += len(tag_prefix) + tags_off[i + 1] - tags_off[i] + 1
+        total = 22 + (b1 - b0) + props
+        totals[i] = total
+        crc = crc32_masked(crc_table, body, b0, b1)
+        _put32(out, pos, total)
+        _put32(out, pos + 4, magic)
+        _put32(out, pos + 8, crc)
+        _put32(out, pos + 12, 0)
+        _put32(out, pos + 16, b1 - b0)
+        pos += 20
+        copy_bytes(out, pos, body, b0, b1 - b0)
+        pos += b1 - b0
+        out[pos] = (props >> 8) & 0xFF
+        out[pos + 1] = props & 0xFF
+        pos += 2
+        copy_bytes(out, pos, uniq, 0, len(uniq))
+        pos += len(uniq)
+        copy_bytes(out, pos, ids, i * 32, 32)
+        out[pos + 32] = 2
+        pos += 33
+        if has_tag[i]:
+            copy_bytes(out, pos, tag_prefix, 0, len(tag_prefix))
+            pos += len(tag_prefix)
+            t0, t1 = tags_off[i], tags_off[i + 1]
+            copy_bytes(out, pos, tags, t0, t1 - t0)
+            pos += t1 - t0
+            out[pos] = 2
+            pos += 1
+
+
+def encode_plain(
+    topic: str,
+    body: np.ndarray,
+    body_off: np.ndarray,
+    tag_data: np.ndarray | None,
+    tag_off: np.ndarray | None,
+    has_tag: np.ndarray | None,
+    msg_ids: list[str],
+    max_body_size: int,
+) -> PreparedBatch:
+    """One batch: message i's body is ``body[body_off[i]:body_off[i+1]]`` (uint8,
+    int64 offsets), its tags ``tag_data[tag_off[i]:tag_off[i+1]]`` where
+    ``has_tag[i]`` (all three None: no tags), ``msg_ids[i]`` its UNIQ_KEY."""
+    n = len(body_off) - 1
+    lengths = np.diff(body_off)
+    if n and lengths.min() <= 0:
+        raise MessageIllegalError("message body must be non-empty")
+    if n and lengths.max() > max_body_size:
+        raise MessageTooLargeError(int(lengths.max()), max_body_size)
+    ids = "".join(msg_ids).encode()
+    if len(ids) != n * ID_LEN:
+        raise MessageIllegalError("one 32-char msg id per message is needed")
+    if tag_data is None or tag_off is None or has_tag is None:
+        tag_data, tag_off, has_tag = (
+            np.empty(0, np.uint8),
+            np.zeros(n + 1, np.int64),
+            np.zeros(n, np.bool_),
+        )
+    else:
+        span = tag_data[tag_off[0] : tag_off[-1]] if n else tag_data[:0]
+        if ((span == 1) | (span == 2)).any():
+            raise MessageIllegalError("tags contain a \\x01 or \\x02 separator")
+    props = (
+        len(UNIQ_PREFIX)
+        + ID_LEN
+        + 1
+        + np.where(has_tag, len(TAGS_PREFIX) + np.diff(tag_off) + 1, 0)
+    )
+    out = np.empty(int((BATCH_ENTRY_OVERHEAD + lengths + props).sum()), dtype=np.uint8)
+    totals = np.empty(n, dtype=np.int64)
+    _encode(
+        body, body_off, np.frombuffer(ids, dtype=np.uint8), tag_data, tag_off, has_tag,
+        _UNIQ, _TAGS, CRC_TABLE, MESSAGE_MAGIC_CODE, out, totals,
+    )  # fmt: skip
+    topic_len = len(topic.encode())
+    sizes = (lengths + props + record_size(0, topic_len, 0)).tolist()
+    return PreparedBatch(topic, out.tobytes(), msg_ids, sizes)
