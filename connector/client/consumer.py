@@ -19,7 +19,6 @@ from connector.errors import InvalidOffsetError, PyMQError, TopicNotExistError
 from connector.protocol.hashing import parse_tags
 from connector.protocol.message import MessageQueue
 from connector.protocol.names import validate_group, validate_topic
-from connector.protocol.pulled import decode_records
 from connector.protocol.route import TopicRouteData
 from connector.protocol.status import PullStatus
 from connector.protocol.wire import (
@@ -123,6 +122,9 @@ class PullConsumer:
         """
         res = self.pull_records(mq, offset, max_nums, tags=tags, wait_ms=wait_ms)
         wanted = parse_tags(tags)
+        # numba and numpy load with the first pull, not with ``import connector``
+        from connector.protocol.pulled import decode_records  # noqa: PLC0415
+
         messages = decode_records(res.records)
         if wanted is not None:  # the broker filtered by tag hash; drop hash collisions
             messages = [m for m in messages if m.tags in wanted]

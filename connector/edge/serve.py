@@ -56,12 +56,18 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _http_protocol() -> Any:
+    from connector.edge.onewrite import OneWriteHttpToolsProtocol  # noqa: PLC0415 - needs httptools
+
+    return OneWriteHttpToolsProtocol
+
+
 def _uvicorn_config(app: Any, log_level: str) -> uvicorn.Config:
     has = importlib.util.find_spec
     return uvicorn.Config(
         app,
         loop="uvloop" if has("uvloop") else "asyncio",
-        http="httptools" if has("httptools") else "h11",
+        http=_http_protocol() if has("httptools") else "h11",
         lifespan="on",
         log_level=log_level,
         access_log=False,
