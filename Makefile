@@ -45,13 +45,12 @@ unit: $(VENV)/.installed-test | java
 
 test: lint typecheck unit
 
+# Every benchmark, then one report (benchmarks/run_all.py): JSON and logs in benchmarks/results/,
+# the report in docs/benchmarks.md; 20-30 minutes. `make bench QUICK=1`: a smoke run of a few
+# minutes (results and report in benchmarks/results/quick/; docs/ keeps the last full run).
 bench: $(VENV)/.installed-test
 	$(PIP) install --quiet -e '.[bench]'
-	$(PY) benchmarks/store_bench.py --runs 5
-	$(PY) benchmarks/server_bench.py --runs 3
-	$(PY) benchmarks/client_bench.py --runs 3
-	$(PY) benchmarks/spark_bench.py --runs 3
-	$(PY) benchmarks/peers_bench.py --runs 3
+	$(PY) benchmarks/run_all.py $(if $(filter 1 yes true,$(QUICK)),--quick)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

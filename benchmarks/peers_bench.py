@@ -1,6 +1,7 @@
 """pymq next to Redis Streams and NATS JetStream: same machine, same run, Python clients.
 
-    python benchmarks/peers_bench.py [--runs 3] [--quick] [--messages N] [--json-out FILE]
+    python benchmarks/peers_bench.py [--runs 3] [--quick] [--messages N] [--parts core,6,8]
+                                     [--json-out FILE]
 
 Needs the Debian packages ``redis-server`` and ``nats-server`` (exits 2 with
 the package to install when one is missing) and the ``bench`` extra
@@ -53,6 +54,36 @@ Workloads, 100-byte bodies, one client process (this one):
    row, a JetStream push subscription (callback per message). The first
    second is warm-up.
 
+6. body size: workloads 1 and 4 again with 1 KiB and 16 KiB bodies
+   (100,000 x 1 KiB and 20,000 x 16 KiB by default: ~100 and ~330 MB, each
+   step well under 30 s), every system on a fresh server. Batches (pymq
+   ``send_batch``, redis pipeline; JetStream keeps its ack window) are 1,000
+   messages of 1 KiB and 200 of 16 KiB: 200 x 16 KiB is ~3.3 MB, under pymq's
+   4 MiB request limit. Pages (pull / XRANGE / fetch) are 10,000 of 1 KiB and
+   1,024 of 16 KiB (16 MiB). Bodies are hex text (compresses ~2:1, like
+   text). The producer zlib-compresses bodies over
+   ``compress_msg_body_over_howmuch`` (4096) on single sends only: a
+   ``send_batch`` is never compressed (as in RocketMQ, whose batches skip
+   compression), so the 16 KiB batched rows store raw bodies. The compression
+   path is measured by single synchronous sends of 16 KiB bodies (1,000,
+   one thread): every system, and pymq again with compression off.
+8. scale, 100-byte bodies, batched produce as in workload 1 (256,000
+   messages; JetStream 64,000): (a) pymq with 1 and with 2 brokers (a topic
+   of 8 queues on each broker; ``send_batch`` round-robins over all queues of
+   both), from 1 thread and from 2 threads sharing one ``Producer``; (b) queue
+   count 1, 16, 256: pymq one topic of that many queues (each batch of 1,000
+   goes to the next queue: at 256 every queue gets one batch); redis that
+   many stream keys, each pipeline of 1,000 XADD spreading its messages
+   round-robin over them; JetStream one stream with that many subjects
+   (``name.0`` ... ``name.N-1``, published round-robin): one stream is one
+   log with per-subject indexes, as a pymq topic is one CommitLog with
+   per-queue ConsumeQueues (N streams would be N logs). Before the clock each
+   system stores one message in every queue / stream key / subject: the
+   figure is steady-state throughput, not the cost of creating queues (a
+   pymq queue's first message creates its ConsumeQueue file, a directory
+   fsync of a few ms).
+
+``--parts core,6,8`` picks workloads 1-5 (``core``), 6 and 8 (default: all).
 Each figure is the median of ``--runs`` runs with min and max; the order of
 the systems rotates from run to run. Prints one table (ratio = pymq / best
 peer) and the JSON (date, machine, command, load, versions).
@@ -67,6 +98,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import random
 import re
 import shutil
 import signal
@@ -104,10 +136,22 @@ NATS_FETCH_EXPIRY_S = 0.002
 # nats-py publishes and fetches ~15,000 msgs/s here: 1,000,000 would take over a minute
 NATS_MAX_MESSAGES = 300_000
 SYSTEMS = ("pymq", "redis", "nats")
+PARTS = ("core", "6", "8")  # workloads 1-5, 6 (body size), 8 (brokers, queues)
 SIZES = (
     "messages", "nats_messages", "async_messages", "singles", "durable_per_producer",
-    "e2e_rate", "e2e_seconds",
+    "e2e_rate", "e2e_seconds", "sized_messages", "sized_singles", "scale_messages",
+    "nats_scale_messages",
 )  # fmt: skip
+# workload 6: body bytes -> messages per send_batch / pipeline: 200 x 16 KiB is ~3.3 MB,
+# under pymq's 4 MiB request limit
+SIZED_BATCH = {1024: 1000, 16384: 200}
+SIZED_MESSAGES = {1024: 100_000, 16384: 20_000}  # ~100 MB and ~330 MB a step
+SIZED_PAGE_BYTES = 16 << 20  # pull / XRANGE / fetch pages of 16 MiB at most
+COMPRESS_OVER = 4096  # Producer(compress_msg_body_over_howmuch=...), its default
+QUEUE_COUNTS = (1, 16, 256)  # workload 8
+# workload 8: 256 batches of 1,000, so that at 256 queues every queue gets one batch
+SCALE_MESSAGES = 256_000
+NATS_MAX_SCALE = 64_000
 # Debian package of each server binary
 SERVERS = {"redis-server": "redis-server", "nats-server": "nats-server"}
 # pymq topics = redis stream keys = NATS stream names (their subjects in lower case)
@@ -117,6 +161,28 @@ DURABLE_TOPIC = "PeersDurable"  # workload 3
 E2E_TOPIC = "PeersE2E"  # workload 5 (pymq: one queue)
 E2E_PUSH_TOPIC = "PeersE2EPush"  # workload 5, JetStream push subscription
 WARM_TOPIC = "PeersWarm"  # warm-up traffic before the clocks start
+BROKERS_TOPIC = "PeersBrokers"  # workload 8a
+
+
+def size_tag(size: int) -> str:
+    return f"{size // 1024}KiB"
+
+
+def sized_topic(size: int) -> str:
+    return f"PeersSize{size_tag(size)}"  # workload 6
+
+
+def queues_topic(queues: int) -> str:
+    return f"PeersQueues{queues}"  # workload 8b
+
+
+def sized_body(size: int) -> bytes:
+    """Hex text of ``size`` bytes: zlib packs it about 2:1, as it does text."""
+    return random.Random(size).randbytes(size // 2).hex().encode()
+
+
+def sized_page(size: int) -> int:
+    return min(PAGE, SIZED_PAGE_BYTES // size)
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -314,8 +380,9 @@ def pymq_env(flush: str) -> dict[str, str]:
     return env
 
 
-def pymq_topics(namesrv: str, topics: dict[str, int]) -> None:
-    """Create the topics and wait (bounded) until the NameServer routes them."""
+def pymq_topics(namesrv: str, topics: dict[str, int], *, brokers: int = 1) -> None:
+    """Create the topics (``queues`` on every broker) and wait (bounded) until the
+    NameServer routes them."""
     with Admin(namesrv=namesrv) as admin:
         for topic, queues in topics.items():
             admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
@@ -323,24 +390,27 @@ def pymq_topics(namesrv: str, topics: dict[str, int]) -> None:
         for topic, queues in topics.items():
             while True:
                 route = admin.namesrv.topic_route(topic)
-                if route is not None and sum(q.write_queue_nums for q in route.queues) == queues:
+                routed = 0 if route is None else sum(q.write_queue_nums for q in route.queues)
+                if routed == queues * brokers:
                     break
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"topic {topic} not routed within 30 s")
                 time.sleep(0.05)
 
 
-def pymq_consume(consumer: PullConsumer, topic: str, expected: int, *, records: bool) -> float:
+def pymq_consume(
+    consumer: PullConsumer, topic: str, expected: int, *, records: bool, page: int = PAGE
+) -> float:
     total = 0
     t0 = time.perf_counter()
     for mq in consumer.fetch_queues(topic):
         offset = 0
         while True:
             if records:
-                res = consumer.pull_records(mq, offset, PAGE)
+                res = consumer.pull_records(mq, offset, page)
                 n = len(index_records(res.records)) if res.status is PullStatus.FOUND else 0
             else:
-                res = consumer.pull(mq, offset, PAGE)
+                res = consumer.pull(mq, offset, page)
                 n = len(res.messages)
             if res.status is not PullStatus.FOUND:
                 break
@@ -377,7 +447,116 @@ def pymq_e2e(producer: Producer, consumer: PullConsumer, clock: E2EClock) -> dic
     return clock.result()
 
 
+def pymq_batches(producer: Producer, topic: str, body: bytes, count: int, batch: int) -> float:
+    """``count`` messages as ``send_batch`` calls of ``batch``, building the ``Message``
+    objects included (as an application does); msgs/s."""
+    t0 = time.perf_counter()
+    for _ in range(count // batch):
+        producer.send_batch([Message(topic=topic, body=body) for _ in range(batch)])
+    return count / (time.perf_counter() - t0)
+
+
+def pymq_warm(producer: Producer, batches: int = 5) -> None:
+    """Routes, connections, fresh file pages, before any clock starts."""
+    for _ in range(200):
+        producer.send(Message(topic=WARM_TOPIC, body=BODY))
+    for _ in range(batches):
+        producer.send_batch([Message(topic=WARM_TOPIC, body=BODY) for _ in range(BATCH)])
+
+
 def run_pymq(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "core" in args.parts:
+        out.update(pymq_core(base, args))
+    if "6" in args.parts:
+        os.sync()
+        out.update(pymq_sizes(base / "sizes", args))
+    if "8" in args.parts:
+        os.sync()
+        out.update(pymq_scale(base, args))
+    return out
+
+
+def pymq_sizes(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Workload 6: batched produce and consume of 1 KiB and 16 KiB bodies; 16 KiB single
+    sends, compressed (the default over 4 KiB) and not."""
+    out: dict[str, Any] = {}
+    with LocalCluster(base, brokers=1, namesrvs=1, env=pymq_env("ASYNC_FLUSH")) as c:
+        ns = c.namesrv_addr
+        topics = {sized_topic(size): 8 for size in SIZED_BATCH}
+        pymq_topics(ns, {**topics, SINGLE_TOPIC: 8, WARM_TOPIC: 8})
+        with (
+            Producer(group="peers-bench", namesrv=ns) as producer,
+            # compression off: the same single sends, raw
+            Producer(group="peers-bench-raw", namesrv=ns, compress_msg_body_over_howmuch=1 << 30)
+            as raw,
+            PullConsumer(group="peers-bench", namesrv=ns) as consumer,
+        ):  # fmt: skip
+            pymq_warm(producer)
+            pymq_consume(consumer, WARM_TOPIC, 200 + 5 * BATCH, records=True)
+            for size, batch in SIZED_BATCH.items():
+                tag, topic, n = size_tag(size), sized_topic(size), args.sized_messages[size]
+                body = sized_body(size)
+                out[f"batch_{tag}"] = pymq_batches(producer, topic, body, n, batch)
+                page = sized_page(size)
+                out[f"consume_{tag}"] = pymq_consume(consumer, topic, n, records=False, page=page)
+                out[f"consume_records_{tag}"] = pymq_consume(
+                    consumer, topic, n, records=True, page=page
+                )
+            big = sized_body(16384)
+            for p in (producer, raw):
+                p.send(Message(topic=SINGLE_TOPIC, body=big))  # route and connection
+            out["single_16KiB"] = timed_singles(
+                args.sized_singles, lambda: producer.send(Message(topic=SINGLE_TOPIC, body=big))
+            )
+            out["single_16KiB_raw"] = timed_singles(
+                args.sized_singles, lambda: raw.send(Message(topic=SINGLE_TOPIC, body=big))
+            )
+    shutil.rmtree(base, ignore_errors=True)
+    return out
+
+
+def pymq_threaded_batches(producer: Producer, topic: str, count: int, threads: int) -> float:
+    per_thread = count // threads // BATCH
+
+    def work(_: int) -> None:
+        for _ in range(per_thread):
+            producer.send_batch([Message(topic=topic, body=BODY) for _ in range(BATCH)])
+
+    return per_thread * BATCH * threads / run_threads(threads, work)
+
+
+def pymq_scale(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Workload 8: batched produce on 1 and 2 brokers, and to topics of 1, 16, 256 queues."""
+    out: dict[str, Any] = {}
+    n = args.scale_messages
+    for brokers in (1, 2):
+        data = base / f"brokers-{brokers}"
+        with LocalCluster(data, brokers=brokers, namesrvs=1, env=pymq_env("ASYNC_FLUSH")) as c:
+            ns = c.namesrv_addr
+            topics = {BROKERS_TOPIC: 8, WARM_TOPIC: 8}
+            if brokers == 1:
+                topics.update({queues_topic(q): q for q in QUEUE_COUNTS})
+            pymq_topics(ns, topics, brokers=brokers)
+            with Producer(group="peers-bench", namesrv=ns) as producer:
+                pymq_warm(producer, batches=8 * brokers)  # every queue of every broker
+                out[f"brokers_{brokers}"] = pymq_batches(producer, BROKERS_TOPIC, BODY, n, BATCH)
+                out[f"brokers_{brokers}_2threads"] = pymq_threaded_batches(
+                    producer, BROKERS_TOPIC, n, 2
+                )
+                if brokers == 1:
+                    with PullConsumer(group="peers-bench", namesrv=ns) as consumer:
+                        for q in QUEUE_COUNTS:  # every queue's files exist before the clock
+                            for mq in consumer.fetch_queues(queues_topic(q)):
+                                producer.send(Message(topic=mq.topic, body=BODY), queue=mq)
+                    for q in QUEUE_COUNTS:
+                        out[f"queues_{q}"] = pymq_batches(producer, queues_topic(q), BODY, n, BATCH)
+        shutil.rmtree(data, ignore_errors=True)
+        os.sync()
+    return out
+
+
+def pymq_core(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with LocalCluster(base / "async", brokers=1, namesrvs=1, env=pymq_env("ASYNC_FLUSH")) as c:
         ns = c.namesrv_addr
@@ -386,15 +565,8 @@ def run_pymq(base: Path, args: argparse.Namespace) -> dict[str, Any]:
             Producer(group="peers-bench", namesrv=ns) as producer,
             PullConsumer(group="peers-bench", namesrv=ns) as consumer,
         ):
-            for _ in range(200):  # warm-up: routes, connections, fresh file pages
-                producer.send(Message(topic=WARM_TOPIC, body=BODY))
-            for _ in range(5):
-                producer.send_batch([Message(topic=WARM_TOPIC, body=BODY) for _ in range(BATCH)])
-
-            t0 = time.perf_counter()
-            for _ in range(args.messages // BATCH):
-                producer.send_batch([Message(topic=BATCH_TOPIC, body=BODY) for _ in range(BATCH)])
-            out["batch"] = args.messages / (time.perf_counter() - t0)
+            pymq_warm(producer)
+            out["batch"] = pymq_batches(producer, BATCH_TOPIC, BODY, args.messages, BATCH)
 
             t0 = time.perf_counter()
             futures = [
@@ -471,38 +643,112 @@ def redis_e2e(port: int, clock: E2EClock) -> dict[str, float]:
     return clock.result()
 
 
+def redis_warm(r: Any) -> None:
+    pipe = r.pipeline(transaction=False)
+    for _ in range(200):
+        r.xadd(WARM_TOPIC, {b"d": BODY})
+    for _ in range(5):
+        for _ in range(BATCH):
+            pipe.xadd(WARM_TOPIC, {b"d": BODY})
+        pipe.execute()
+
+
+def redis_batches(r: Any, keys: list[str], body: bytes, count: int, batch: int) -> float:
+    """Pipelines (no transaction) of ``batch`` XADD, round-robin over ``keys``; msgs/s."""
+    pipe = r.pipeline(transaction=False)
+    fields = {b"d": body}
+    t0 = time.perf_counter()
+    if len(keys) == 1:
+        (key,) = keys
+        for _ in range(count // batch):
+            for _ in range(batch):
+                pipe.xadd(key, fields)
+            pipe.execute()
+    else:
+        spread = len(keys)
+        for b in range(count // batch):
+            first = b * batch
+            for i in range(first, first + batch):
+                pipe.xadd(keys[i % spread], fields)
+            pipe.execute()
+    return count / (time.perf_counter() - t0)
+
+
+def redis_consume(r: Any, key: str, expected: int, page_size: int = PAGE) -> float:
+    total, last = 0, b"-"
+    t0 = time.perf_counter()
+    while True:
+        page: Any = r.xrange(key, min=last, max="+", count=page_size)
+        if not page:
+            break
+        total += len(page)
+        last = b"(" + page[-1][0]
+    rate = total / (time.perf_counter() - t0)
+    if total != expected:
+        raise RuntimeError(f"redis consume: read {total} of {expected}")
+    return rate
+
+
 def run_redis(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "core" in args.parts:
+        out.update(redis_core(base, args))
+    if "6" in args.parts:
+        os.sync()
+        out.update(redis_sizes(base / "sizes", args))
+    if "8" in args.parts:
+        os.sync()
+        out.update(redis_scale(base / "scale", args))
+    return out
+
+
+def redis_sizes(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    import redis
+
+    out: dict[str, Any] = {}
+    with redis_server(base, durable=False) as port:
+        r = redis.Redis(port=port)
+        redis_warm(r)
+        for size, batch in SIZED_BATCH.items():
+            tag, key, n = size_tag(size), sized_topic(size), args.sized_messages[size]
+            out[f"batch_{tag}"] = redis_batches(r, [key], sized_body(size), n, batch)
+            out[f"consume_{tag}"] = redis_consume(r, key, n, sized_page(size))
+        big = sized_body(16384)
+        r.xadd(SINGLE_TOPIC, {b"d": big})
+        out["single_16KiB"] = timed_singles(
+            args.sized_singles, lambda: r.xadd(SINGLE_TOPIC, {b"d": big})
+        )
+        r.close()
+    shutil.rmtree(base, ignore_errors=True)
+    return out
+
+
+def redis_scale(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    import redis
+
+    out: dict[str, Any] = {}
+    with redis_server(base, durable=False) as port:
+        r = redis.Redis(port=port)
+        redis_warm(r)
+        for q in QUEUE_COUNTS:
+            keys = [f"{queues_topic(q)}-{i}" for i in range(q)]
+            for key in keys:  # every stream exists before the clock, as pymq's queues do
+                r.xadd(key, {"b": BODY})
+            out[f"queues_{q}"] = redis_batches(r, keys, BODY, args.scale_messages, BATCH)
+        r.close()
+    shutil.rmtree(base, ignore_errors=True)
+    return out
+
+
+def redis_core(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     import redis
 
     out: dict[str, Any] = {}
     with redis_server(base / "plain", durable=False) as port:
         r = redis.Redis(port=port)
-        pipe = r.pipeline(transaction=False)
-        for _ in range(200):
-            r.xadd(WARM_TOPIC, {b"d": BODY})
-        for _ in range(5):
-            for _ in range(BATCH):
-                pipe.xadd(WARM_TOPIC, {b"d": BODY})
-            pipe.execute()
-
-        t0 = time.perf_counter()
-        for _ in range(args.messages // BATCH):
-            for _ in range(BATCH):
-                pipe.xadd(BATCH_TOPIC, {b"d": BODY})
-            pipe.execute()
-        out["batch"] = args.messages / (time.perf_counter() - t0)
-
-        total, last = 0, b"-"
-        t0 = time.perf_counter()
-        while True:
-            page: Any = r.xrange(BATCH_TOPIC, min=last, max="+", count=PAGE)
-            if not page:
-                break
-            total += len(page)
-            last = b"(" + page[-1][0]
-        out["consume"] = total / (time.perf_counter() - t0)
-        if total != args.messages:
-            raise RuntimeError(f"redis consume: read {total} of {args.messages}")
+        redis_warm(r)
+        out["batch"] = redis_batches(r, [BATCH_TOPIC], BODY, args.messages, BATCH)
+        out["consume"] = redis_consume(r, BATCH_TOPIC, args.messages)
 
         out["single"] = timed_singles(args.singles, lambda: r.xadd(SINGLE_TOPIC, {b"d": BODY}))
         out["e2e"] = redis_e2e(port, E2EClock(args.e2e_rate, args.e2e_seconds))
@@ -652,14 +898,115 @@ async def nats_durable(port: int, args: argparse.Namespace) -> float:
         await nc.close()
 
 
+async def nats_warm(js: Any) -> None:
+    from nats.js.api import StorageType
+
+    await js.add_stream(name=WARM_TOPIC, subjects=[WARM_TOPIC.lower()], storage=StorageType.FILE)
+    for _ in range(200):
+        await js.publish(WARM_TOPIC.lower(), BODY)
+    for _ in range(5 * BATCH):
+        await js.publish_async(WARM_TOPIC.lower(), BODY)
+    await js.publish_async_completed()
+
+
+async def nats_publish(js: Any, subjects: list[str], body: bytes, count: int) -> float:
+    """``publish_async`` round-robin over ``subjects`` (nats-py's window of outstanding
+    acks), then wait for every ack; msgs/s."""
+    spread = len(subjects)
+    t0 = time.perf_counter()
+    for i in range(count):
+        await js.publish_async(subjects[i % spread], body)
+    await js.publish_async_completed()
+    return count / (time.perf_counter() - t0)
+
+
+async def nats_consume(js: Any, stream: str, expected: int, page: int) -> float:
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+    replay = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
+    psub = await js.pull_subscribe(stream.lower(), stream=stream, config=replay)
+    total = 0
+    t0 = time.perf_counter()
+    while total < expected:
+        total += len(await psub.fetch(page, timeout=10))
+    rate = total / (time.perf_counter() - t0)
+    await psub.unsubscribe()
+    if total != expected:
+        raise RuntimeError(f"nats consume: read {total} of {expected}")
+    return rate
+
+
+async def nats_sizes(port: int, args: argparse.Namespace) -> dict[str, Any]:
+    import nats
+    from nats.js.api import StorageType
+
+    out: dict[str, Any] = {}
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    try:
+        js = nc.jetstream()
+        await nats_warm(js)
+        for size in SIZED_BATCH:
+            tag, stream, n = size_tag(size), sized_topic(size), args.sized_messages[size]
+            await js.add_stream(name=stream, subjects=[stream.lower()], storage=StorageType.FILE)
+            out[f"batch_{tag}"] = await nats_publish(js, [stream.lower()], sized_body(size), n)
+            out[f"consume_{tag}"] = await nats_consume(js, stream, n, sized_page(size))
+        single = SINGLE_TOPIC.lower()
+        await js.add_stream(name=SINGLE_TOPIC, subjects=[single], storage=StorageType.FILE)
+        big = sized_body(16384)
+        await js.publish(single, big)
+        lat = []
+        t_all = time.perf_counter()
+        for _ in range(args.sized_singles):
+            t0 = time.perf_counter()
+            await js.publish(single, big)
+            lat.append(time.perf_counter() - t0)
+        out["single_16KiB"] = {
+            "msgs_per_s": args.sized_singles / (time.perf_counter() - t_all),
+            **percentiles(lat),
+        }
+    finally:
+        await nc.close()
+    return out
+
+
+async def nats_scale(port: int, args: argparse.Namespace) -> dict[str, Any]:
+    import nats
+    from nats.js.api import StorageType
+
+    out: dict[str, Any] = {}
+    nc = await nats.connect(f"nats://127.0.0.1:{port}")
+    try:
+        js = nc.jetstream()
+        await nats_warm(js)
+        for q in QUEUE_COUNTS:
+            stream = queues_topic(q)  # one stream, q subjects
+            prefix = stream.lower()
+            await js.add_stream(name=stream, subjects=[f"{prefix}.*"], storage=StorageType.FILE)
+            subjects = [f"{prefix}.{i}" for i in range(q)]
+            for subject in subjects:  # every subject used before the clock, as pymq's queues
+                await js.publish(subject, BODY)
+            out[f"queues_{q}"] = await nats_publish(js, subjects, BODY, args.nats_scale_messages)
+    finally:
+        await nc.close()
+    return out
+
+
 def run_nats(base: Path, args: argparse.Namespace) -> dict[str, Any]:
-    with nats_server(base / "plain") as port:
-        out = asyncio.run(nats_workloads(port, args))
-    shutil.rmtree(base / "plain", ignore_errors=True)
-    os.sync()
-    with nats_server(base / "durable") as port:
-        out["durable"] = asyncio.run(nats_durable(port, args))
-    shutil.rmtree(base / "durable", ignore_errors=True)
+    out: dict[str, Any] = {}
+    if "core" in args.parts:
+        with nats_server(base / "plain") as port:
+            out.update(asyncio.run(nats_workloads(port, args)))
+        shutil.rmtree(base / "plain", ignore_errors=True)
+        os.sync()
+        with nats_server(base / "durable") as port:
+            out["durable"] = asyncio.run(nats_durable(port, args))
+        shutil.rmtree(base / "durable", ignore_errors=True)
+    for part, name, workloads in (("6", "sizes", nats_sizes), ("8", "scale", nats_scale)):
+        if part in args.parts:
+            os.sync()
+            with nats_server(base / name) as port:
+                out.update(asyncio.run(workloads(port, args)))
+            shutil.rmtree(base / name, ignore_errors=True)
     return out
 
 
@@ -686,7 +1033,28 @@ ROWS: list[tuple[str, str, str, str, str]] = [
     ("5 e2e: rate the producer kept up", "e2e", "sent_msgs_per_s", "msgs/s", ""),
     ("5 e2e, JetStream push subscription: p50", "e2e_push", "p50_ms", "ms", ""),
     ("5 e2e, JetStream push subscription: p99", "e2e_push", "p99_ms", "ms", ""),
-]
+    ("6 batched produce, 1 KiB", "batch_1KiB", "", "msgs/s", ""),
+    ("6 consume from start, 1 KiB (pymq: pull)", "consume_1KiB", "", "msgs/s", ""),
+    ("6 pymq pull_records + index, 1 KiB", "consume_records_1KiB", "", "msgs/s", "consume_1KiB"),
+    ("6 batched produce, 16 KiB (not compressed)", "batch_16KiB", "", "msgs/s", ""),
+    ("6 consume from start, 16 KiB (pymq: pull)", "consume_16KiB", "", "msgs/s", ""),
+    ("6 pymq pull_records + index, 16 KiB", "consume_records_16KiB", "", "msgs/s",
+     "consume_16KiB"),
+    ("6 single send 16 KiB (pymq: zlib)", "single_16KiB", "msgs_per_s", "msgs/s", ""),
+    ("6 single send 16 KiB: p50", "single_16KiB", "p50_ms", "ms", ""),
+    ("6 single send 16 KiB: p99", "single_16KiB", "p99_ms", "ms", ""),
+    ("6 pymq single send 16 KiB, no compression", "single_16KiB_raw", "msgs_per_s", "msgs/s",
+     "single_16KiB"),
+    ("6 pymq single 16 KiB, no compression: p50", "single_16KiB_raw", "p50_ms", "ms",
+     "single_16KiB"),
+    ("8a pymq 1 broker, 1 thread (vs row 1)", "brokers_1", "", "msgs/s", "batch"),
+    ("8a pymq 1 broker, 2 threads (vs row 1)", "brokers_1_2threads", "", "msgs/s", "batch"),
+    ("8a pymq 2 brokers, 1 thread (vs row 1)", "brokers_2", "", "msgs/s", "batch"),
+    ("8a pymq 2 brokers, 2 threads (vs row 1)", "brokers_2_2threads", "", "msgs/s", "batch"),
+    ("8b batched produce, 1 queue", "queues_1", "", "msgs/s", ""),
+    ("8b batched produce, 16 queues", "queues_16", "", "msgs/s", ""),
+    ("8b batched produce, 256 queues", "queues_256", "", "msgs/s", ""),
+]  # fmt: skip
 
 
 def figures(per_run: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
@@ -721,31 +1089,40 @@ def print_table(results: dict[str, Any]) -> None:
         return f"{fig['median']:,.0f} ({fig['min']:,.0f}-{fig['max']:,.0f})"
 
     a = results["sizes"]
+    sized = ", ".join(f"{n:,} x {size_tag(int(s))}" for s, n in a["sized_messages"].items())
     print(
         f"\npymq vs Redis Streams vs NATS JetStream, 100-byte bodies, median of "
         f"{results['runs']} (min-max); {a['messages']:,} batched / consumed "
         f"(nats {a['nats_messages']:,}), "
         f"{a['async_messages']:,} send_async, {a['singles']:,} single, "
         f"{PRODUCERS}x{a['durable_per_producer']:,} durable, "
-        f"e2e {a['e2e_rate']:,} msgs/s for {a['e2e_seconds']:g} s"
+        f"e2e {a['e2e_rate']:,} msgs/s for {a['e2e_seconds']:g} s; "
+        f"6: {sized}, {a['sized_singles']:,} single; "
+        f"8: {a['scale_messages']:,} (nats {a['nats_scale_messages']:,})"
     )
-    head = f"{'workload':<42}{'unit':<7}" + "".join(f"{s:>33}" for s in SYSTEMS)
+    head = f"{'workload':<46}{'unit':<7}" + "".join(f"{s:>33}" for s in SYSTEMS)
     print(head + f"{'pymq/best':>11}")
     for label, key, field, unit, versus in ROWS:
         cells = {s: pick(key, field, s) for s in SYSTEMS}
+        if all(c is None for c in cells.values()):
+            continue  # a part not run
         peers = [pick(versus or key, field, s) for s in SYSTEMS[1:]]
         medians = [p["median"] for p in peers if p is not None]
         ratio = "-"
         if cells["pymq"] is not None and medians:
             best = max(medians) if unit == "msgs/s" else min(medians)
             ratio = f"{cells['pymq']['median'] / best:.2f}x"
-        row = f"{label:<42}{unit:<7}" + "".join(f"{cell(cells[s], unit):>33}" for s in SYSTEMS)
+        row = f"{label:<46}{unit:<7}" + "".join(f"{cell(cells[s], unit):>33}" for s in SYSTEMS)
         print(row + f"{ratio:>11}")
     print(
         "pymq/best: pymq's median over the best peer's; msgs/s above 1 = pymq faster, "
         "ms above 1 = pymq slower.\n"
         "3: pymq and redis fsync before they answer; JetStream answers after writing its file, "
-        "with no fsync."
+        "with no fsync.\n"
+        f"6: pymq compresses bodies over {COMPRESS_OVER} bytes (zlib) on single sends only: "
+        "the 16 KiB single sends take the compression path, send_batch never compresses.\n"
+        "8b: redis spreads each pipeline over that many stream keys, JetStream over that many "
+        "subjects of one stream."
     )
 
 
@@ -825,20 +1202,31 @@ def main() -> int:
         "--messages", type=int, default=None, help="workloads 1 and 4 (1,000,000; quick 20,000)"
     )
     ap.add_argument("--dir", default=None, help="where the data goes (default: a temp dir)")
+    ap.add_argument(
+        "--parts", default=",".join(PARTS), help="comma list of: core (workloads 1-5), 6, 8"
+    )
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args()
+    args.parts = set(filter(None, args.parts.split(",")))
+    if not args.parts or not args.parts <= set(PARTS):
+        ap.error(f"--parts: a comma list of {', '.join(PARTS)}")
     problem = check_prerequisites()
     if problem:
         print(problem, file=sys.stderr)
         return 2
     args.async_messages, args.singles, args.durable_per_producer = 20_000, 5_000, 300
     args.e2e_rate, args.e2e_seconds = 5_000, 10.0
+    args.sized_messages, args.sized_singles = dict(SIZED_MESSAGES), 1_000
+    args.scale_messages = SCALE_MESSAGES
     if args.quick:
         args.runs, args.messages = 1, args.messages or 20_000
         args.async_messages, args.singles, args.durable_per_producer = 2_000, 500, 20
         args.e2e_seconds = 3.0
+        args.sized_messages = {s: n // 10 for s, n in SIZED_MESSAGES.items()}
+        args.sized_singles, args.scale_messages = 200, SCALE_MESSAGES // 8
     args.messages = max(BATCH, (args.messages or 1_000_000) // BATCH * BATCH)
     args.nats_messages = min(args.messages, NATS_MAX_MESSAGES)
+    args.nats_scale_messages = min(args.scale_messages, NATS_MAX_SCALE)
     signal.signal(signal.SIGTERM, stop_on_sigterm)
     base = Path(args.dir or tempfile.mkdtemp(prefix="pymq-peers-bench-"))
     results: dict[str, Any] = {
@@ -849,6 +1237,8 @@ def main() -> int:
         "versions": versions(),
         "runs": args.runs,
         "sizes": {k: getattr(args, k) for k in SIZES},
+        "parts": sorted(args.parts),
+        "body_bytes": {"core": len(BODY), "8": len(BODY), **{size_tag(s): s for s in SIZED_BATCH}},
     }
     per_run: list[dict[str, dict[str, Any]]] = []
     try:

@@ -1,0 +1,792 @@
+"""Turn the benchmarks' JSON into one Markdown report and one table on the terminal.
+
+    python benchmarks/report.py [--results benchmarks/results] [--doc docs/benchmarks.md]
+                                [--headline]
+
+Reads what ``run_all.py`` left in the results dir (``run.json``, and
+``limits``, ``store``, ``server``, ``client``, ``spark``, ``peers`` ``.json``;
+a missing one is reported as not run) and writes the report: the machine,
+the date, the exact commands, pymq against the targets and the best peer, the
+physical limits and pymq's figures as a fraction of them, every figure as
+median (min-max), and what was noisy. ``--headline`` prints only the short
+table the README's "Benchmarks" section shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from peers_bench import BATCH_TOPIC, ROWS, SYSTEMS  # noqa: E402
+
+from connector.protocol.msgid import UniqKeyGenerator  # noqa: E402
+from connector.protocol.record import record_size  # noqa: E402
+
+STEPS = ("limits", "store", "server", "client", "spark", "peers")
+NOISY = 1.3  # max / min above this is called noisy
+PEER_NAMES = {"pymq": "pymq", "redis": "Redis Streams", "nats": "NATS JetStream"}
+Fig = dict[str, float]  # median, min, max
+
+
+def load(results: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in ("run", *STEPS):
+        path = results / f"{name}.json"
+        if path.exists():
+            out[name] = json.loads(path.read_text())
+    return out
+
+
+# -- formatting ------------------------------------------------------------------------
+
+
+def num(x: float, unit: str = "") -> str:
+    if unit == "ms":
+        return f"{x:.2f}" if x >= 0.1 else f"{x:.3f}"
+    if unit == "x":
+        return f"{x:.2f}x"
+    if unit == "%":
+        return f"{x:.0f} %" if x >= 1 else f"{x:.1f} %"
+    return f"{x:,.0f}"
+
+
+def cell(fig: Fig | None, unit: str = "") -> str:
+    if fig is None:
+        return "-"
+    if fig["min"] == fig["max"]:
+        return num(fig["median"], unit)
+    return f"{num(fig['median'], unit)} ({num(fig['min'], unit)}-{num(fig['max'], unit)})"
+
+
+def table(head: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines
+
+
+def terminal(head: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+    out = ["  ".join(c.ljust(w) for c, w in zip(head, widths, strict=True))]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(out)
+
+
+# -- peers -----------------------------------------------------------------------------
+
+
+def peer_fig(data: dict[str, Any], key: str, field: str, system: str) -> Fig | None:
+    fig = data.get("peers", {}).get("figures", {}).get(key, {}).get(system)
+    if fig is None:
+        return None
+    return fig[field] if field else fig  # type: ignore[no-any-return]
+
+
+def best_peer(
+    data: dict[str, Any], key: str, field: str = "", *, higher: bool = True
+) -> tuple[str, Fig] | None:
+    found = [(s, peer_fig(data, key, field, s)) for s in SYSTEMS[1:]]
+    have = [(s, f) for s, f in found if f is not None]
+    if not have:
+        return None
+    pick = max if higher else min
+    return pick(have, key=lambda sf: sf[1]["median"])
+
+
+def peers_rows(data: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for label, key, field, unit, versus in ROWS:
+        cells = {s: peer_fig(data, key, field, s) for s in SYSTEMS}
+        if all(c is None for c in cells.values()):
+            continue
+        ratio = "-"
+        best = best_peer(data, versus or key, field, higher=unit != "ms")
+        if cells["pymq"] is not None and best is not None:
+            ratio = num(cells["pymq"]["median"] / best[1]["median"], "x")
+        rows.append([label, unit, *(cell(cells[s], unit) for s in SYSTEMS), ratio])
+    return rows
+
+
+# -- targets ---------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    what: str
+    measured: str
+    versus: str
+    ratio: str
+    verdict: str
+
+
+def verdict(fig: Fig, goal: float, *, higher: bool) -> str:
+    """Met or missed by the median; and whether every run, or the best run, did."""
+
+    def meets(x: float) -> bool:
+        return x >= goal if higher else x <= goal
+
+    worst, best = (fig["min"], fig["max"]) if higher else (fig["max"], fig["min"])
+    if meets(fig["median"]):
+        return "met" if meets(worst) else "met by the median (not by every run)"
+    return "**missed** (the best run meets it)" if meets(best) else "**missed**"
+
+
+def ratio_fig(fig: Fig, by: float) -> Fig:
+    return {k: v / by for k, v in fig.items()}
+
+
+def targets(data: dict[str, Any]) -> list[Target]:
+    out: list[Target] = []
+
+    def versus_peer(what: str, key: str, pymq: Fig | None, goal: float, peer_key: str) -> None:
+        best = best_peer(data, peer_key)
+        if pymq is None or best is None:
+            out.append(Target(what, cell(pymq), "-", "-", "not measured"))
+            return
+        system, fig = best
+        r = ratio_fig(pymq, fig["median"])
+        out.append(
+            Target(
+                what,
+                f"{cell(pymq)} msgs/s",
+                f"{PEER_NAMES[system]} {cell(fig)}",
+                num(r["median"], "x"),
+                verdict(r, goal, higher=True),
+            )
+        )
+
+    def absolute(what: str, fig: Fig | None, goal: float, unit: str, *, higher: bool) -> None:
+        if fig is None:
+            out.append(Target(what, "-", "-", "-", "not measured"))
+            return
+        out.append(
+            Target(what, f"{cell(fig, unit)} {unit}", "", "", verdict(fig, goal, higher=higher))
+        )
+
+    batch = peer_fig(data, "batch", "", "pymq")
+    versus_peer(
+        "batched produce >= 2x the best peer (`send_batch` of 1,000)", "batch", batch, 2, "batch"
+    )
+    absolute(
+        "batched produce >= 400,000 msgs/s (`send_batch` of 1,000)",
+        batch,
+        400_000,
+        "msgs/s",
+        higher=True,
+    )
+    server = data.get("server", {}).get("async", {}).get("batch_send_1conn")
+    absolute(
+        "... for scale: broker alone, batches encoded before the clock (server_bench)",
+        server,
+        400_000,
+        "msgs/s",
+        higher=True,
+    )
+    for key, api in (("consume", "`pull`"), ("consume_records", "`pull_records` + index")):
+        fig = peer_fig(data, key, "", "pymq")
+        versus_peer(f"consume >= the best peer ({api})", key, fig, 1, "consume")
+        absolute(f"consume >= 1,000,000 msgs/s ({api})", fig, 1_000_000, "msgs/s", higher=True)
+    durable = peer_fig(data, "durable", "", "pymq")
+    redis = peer_fig(data, "durable", "", "redis")
+    if durable is not None and redis is not None:
+        r = ratio_fig(durable, redis["median"])
+        out.append(
+            Target(
+                "durable: SYNC_FLUSH group commit (64 producers) >= Redis appendfsync always",
+                f"{cell(durable)} msgs/s",
+                f"Redis Streams {cell(redis)}",
+                num(r["median"], "x"),
+                verdict(r, 1, higher=True),
+            )
+        )
+    else:
+        out.append(Target("durable >= Redis appendfsync always", "-", "-", "-", "not measured"))
+    for field, goal in (("p50_ms", 0.5), ("p99_ms", 2.0)):
+        fig = peer_fig(data, "single", field, "pymq")
+        absolute(
+            f"single synchronous send (`Producer.send`) {field[:3]} <= {goal} ms",
+            fig,
+            goal,
+            "ms",
+            higher=False,
+        )
+    return out
+
+
+# -- physical limits -------------------------------------------------------------------
+
+
+def w1_record_bytes(body: int, topic: str) -> int:
+    """Stored bytes of one message a Producer sends with no tags/keys: the record
+    with its UNIQ_KEY property."""
+    uniq = len(UniqKeyGenerator().next_id())
+    return record_size(body, len(topic), len(b"UNIQ_KEY\x01\x02") + uniq)
+
+
+def limit_rows(data: dict[str, Any]) -> tuple[list[list[str]], list[list[str]]]:
+    lim = data.get("limits")
+    if lim is None:
+        return [], []
+    disk, lo = lim["disk"], lim["loopback"]
+    limits = [
+        ["disk sequential write", cell(disk["seq_write_mb_s"]) + " MB/s", disk["tool"]],
+        ["disk fdatasync of 4 KiB, p50", cell(disk["fdatasync_ms_p50"], "ms") + " ms", ""],
+        ["disk fdatasync of 4 KiB, p99", cell(disk["fdatasync_ms_p99"], "ms") + " ms", ""],
+        ["loopback TCP bandwidth", cell(lo["mb_s"]) + " MB/s", lo["tool"]],
+        ["loopback round trip, p50", cell(lo["round_trip_ms_p50"], "ms") + " ms", ""],
+        ["loopback round trip, p99", cell(lo["round_trip_ms_p99"], "ms") + " ms", ""],
+    ]
+    disk_mb = disk["seq_write_mb_s"]["median"]
+    lo_mb = lo["mb_s"]["median"]
+    fsync_rate = 1000 / disk["fdatasync_ms_p50"]["median"]
+    rtt = lo["round_trip_ms_p50"]["median"]
+    fractions: list[list[str]] = []
+
+    def share(what: str, mb_s: float, of: str, limit: float) -> None:
+        fractions.append([what, f"{mb_s:,.0f} MB/s", of, num(100 * mb_s / limit, "%")])
+
+    record = w1_record_bytes(100, BATCH_TOPIC)
+    batch = peer_fig(data, "batch", "", "pymq")
+    if batch is not None:
+        stored = batch["median"] * record / 1e6
+        share(
+            f"1 batched produce, 100 B bodies (~{record} B stored a message)",
+            stored,
+            "disk write",
+            disk_mb,
+        )
+        share(
+            "1 batched produce, 100 B bodies: body bytes",
+            batch["median"] * 100 / 1e6,
+            "loopback",
+            lo_mb,
+        )
+    for size in (1024, 16384):
+        tag = f"{size // 1024}KiB"
+        fig = peer_fig(data, f"batch_{tag}", "", "pymq")
+        if fig is not None:
+            mb = fig["median"] * size / 1e6
+            share(f"6 batched produce, {size // 1024} KiB bodies", mb, "disk write", disk_mb)
+            share(f"6 batched produce, {size // 1024} KiB bodies", mb, "loopback", lo_mb)
+        fig = peer_fig(data, f"consume_records_{tag}", "", "pymq")
+        if fig is not None:
+            mb = fig["median"] * size / 1e6
+            share(f"6 consume, {size // 1024} KiB bodies (`pull_records`)", mb, "loopback", lo_mb)
+    fig = peer_fig(data, "consume_records", "", "pymq")
+    if fig is not None:
+        share(
+            "4 consume, 100 B bodies (`pull_records`; ~record bytes)",
+            fig["median"] * record / 1e6,
+            "loopback",
+            lo_mb,
+        )
+    server = data.get("server", {}).get("async", {}).get("batch_send_1conn")
+    if server is not None:
+        share(
+            "broker alone, batch send (server_bench, ~record bytes)",
+            server["median"] * record / 1e6,
+            "disk write",
+            disk_mb,
+        )
+    store = data.get("store", {}).get("batch_append")
+    if store is not None:
+        share(
+            "store in-process batch append (~235 B a record)",
+            store["median"] * 235 / 1e6,
+            "disk write",
+            disk_mb,
+        )
+    durable = peer_fig(data, "durable", "", "pymq")
+    if durable is not None:
+        fractions.append(
+            [
+                "3 durable produce, 64 producers (SYNC_FLUSH)",
+                f"{durable['median']:,.0f} msgs/s",
+                f"one fdatasync at a time: {fsync_rate:,.0f}/s",
+                num(100 * durable["median"] / fsync_rate, "%"),
+            ]
+        )
+    one = data.get("store", {}).get("sync_1_writer")
+    if one is not None:
+        fractions.append(
+            [
+                "store SYNC_FLUSH, 1 writer (one fdatasync a message)",
+                f"{one['median']:,.0f} msgs/s",
+                f"one fdatasync at a time: {fsync_rate:,.0f}/s",
+                num(100 * one["median"] / fsync_rate, "%"),
+            ]
+        )
+    single = peer_fig(data, "single", "p50_ms", "pymq")
+    if single is not None:
+        fractions.append(
+            [
+                "2 single synchronous send, p50",
+                f"{single['median']:.3f} ms",
+                f"loopback round trip p50 {rtt:.3f} ms",
+                f"{single['median'] / rtt:.0f}x the round trip",
+            ]
+        )
+    return limits, fractions
+
+
+# -- the other benchmarks --------------------------------------------------------------
+
+
+def store_rows(s: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for key, label, target in (
+        ("batch_append", "batch append, 1,000 a call, ASYNC_FLUSH", ">= 1,000,000"),
+        ("read_bodies", "read by offset, 1,000 a call, to bodies", ">= 2,000,000"),
+        ("sync_64_tasks", "SYNC_FLUSH, 64 asyncio writers (group commit)", ">= 50,000"),
+        ("sync_64_threads", "SYNC_FLUSH, 64 thread writers", ""),
+        ("sync_1_writer", "SYNC_FLUSH, 1 writer", ""),
+    ):
+        if key in s:
+            rows.append([label, cell(s[key]) + " msgs/s", target])
+    for rec in s.get("recovery", []):
+        rows.append(
+            [
+                f"recovery after {rec['mode']}, {rec['log_mb']} MB log",
+                f"{rec['seconds'] * 1000:.0f} ms ({rec['scanned_records']:,} records scanned)",
+                "",
+            ]
+        )
+    return rows
+
+
+def server_rows(s: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for flush in ("async", "sync"):
+        r = s.get(flush)
+        if r is None:
+            continue
+        name = flush.upper() + "_FLUSH"
+        for conns in (1, 2, 4):
+            target = ">= 400,000" if flush == "async" and conns == 1 else ""
+            label = f"{name} batch send 1,000/request, {conns} connection{'s' * (conns > 1)}"
+            rows.append([label, cell(r[f"batch_send_{conns}conn"]) + " msgs/s", target])
+        if "pull_indexed" in r:
+            rows.append(
+                [
+                    f"{name} pull 10,000/request, indexed",
+                    cell(r["pull_indexed"]) + " msgs/s",
+                    ">= 1,000,000",
+                ]
+            )
+            rows.append(
+                [f"{name} pull, bodies copied out", cell(r["pull_bodies_copied"]) + " msgs/s", ""]
+            )
+        for kind in ("json", "binary"):
+            x = r[f"single_{kind}"]
+            rows.append(
+                [
+                    f"{name} single send ({kind}), 1 thread: p50 / p99",
+                    f"{cell(x['p50_ms'], 'ms')} / {cell(x['p99_ms'], 'ms')} ms; "
+                    f"{cell(x['msgs_per_s'])} msgs/s",
+                    "<= 0.5 / <= 2 ms",
+                ]
+            )
+    return rows
+
+
+def client_rows(s: dict[str, Any]) -> list[list[str]]:
+    rows = [
+        [label, cell(s[key]) + " msgs/s"]
+        for key, label in (
+            ("sync_1", "`send`, 1 thread"),
+            ("sync_8", "`send`, 8 threads"),
+            ("async", "`send_async`, 8 workers"),
+            ("batch", "`send_batch` of 1,000 (building the Messages included)"),
+        )
+        if key in s
+    ]
+    if "cpu_split" in s:
+        c = s["cpu_split"]
+        rows.append(
+            [
+                "sync send: wall / client CPU / broker CPU a message",
+                f"{c['wall_us_per_msg']:.0f} / {c['client_cpu_us_per_msg']:.0f} / "
+                f"{c['broker_cpu_us_per_msg']:.0f} us",
+            ]
+        )
+    return rows
+
+
+def spark_rows(s: dict[str, Any]) -> list[list[str]]:
+    rows = [
+        [label, cell(s[key]) + " rows/s"]
+        for key, label in (
+            ("sink_pymq", 'sink `write.format("pymq")`'),
+            ("sink_noop_arrow", "sink ceiling: no-op Python Arrow writer"),
+            ("source_pymq", 'source `read.format("pymq")` -> noop'),
+            ("source_memory_arrow", "source ceiling: in-memory Python Arrow source"),
+            ("jvm", "JVM only: range -> noop"),
+        )
+        if key in s
+    ]
+    for key, label in (
+        ("sink_ratio", "sink / ceiling (target >= 0.7)"),
+        ("source_ratio", "source / ceiling (target >= 0.7)"),
+    ):
+        if key in s:
+            met = "met" if s[key] >= 0.7 else "**missed**"
+            rows.append([label, f"{s[key]:.2f}: {met}"])
+    return rows
+
+
+# -- noise -----------------------------------------------------------------------------
+
+
+def summaries(node: Any, path: str) -> Iterator[tuple[str, Fig]]:
+    if isinstance(node, dict):
+        if {"median", "min", "max"} <= node.keys():
+            yield path, node
+            return
+        for k, v in node.items():
+            if k != "per_run":
+                yield from summaries(v, f"{path}.{k}" if path else str(k))
+
+
+def noisy(data: dict[str, Any]) -> tuple[list[list[str]], int, int]:
+    """Figures whose max / min is above NOISY; and how many figures had a spread."""
+    rows, counted, single = [], 0, 0
+    for step in STEPS:
+        for path, fig in summaries(data.get(step, {}), step):
+            if fig["min"] <= 0:
+                continue
+            if fig["min"] == fig["max"]:
+                single += 1
+                continue
+            counted += 1
+            spread = fig["max"] / fig["min"]
+            if spread > NOISY:
+                rows.append(
+                    [f"`{path}`", f"{spread:.2f}", cell(fig, "ms" if "_ms" in path else "")]
+                )
+    rows.sort(key=lambda r: -float(r[1]))
+    return rows, counted, single
+
+
+def noisy_by_step(rows: list[list[str]]) -> str:
+    counts: dict[str, int] = {}
+    for r in rows:
+        step = r[0].strip("`").split(".")[0]
+        counts[step] = counts.get(step, 0) + 1
+    return ", ".join(f"{step} {n}" for step, n in sorted(counts.items(), key=lambda x: -x[1]))
+
+
+# -- the report ------------------------------------------------------------------------
+
+
+def headline(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    head = ["workload", "pymq", "Redis Streams", "NATS JetStream", "pymq/best", "target"]
+    picks = [
+        ("batched produce, 100 B, msgs/s", "batch", "", "", ">= 2x and >= 400,000"),
+        (
+            "consume from the start, msgs/s (pymq: `pull_records`)",
+            "consume_records",
+            "",
+            "consume",
+            ">= 1x and >= 1,000,000",
+        ),
+        (
+            "consume from the start, msgs/s (pymq: `pull`)",
+            "consume",
+            "",
+            "",
+            ">= 1x and >= 1,000,000",
+        ),
+        (
+            "durable produce, 64 producers, msgs/s (ratio: vs Redis, the peer that fsyncs)",
+            "durable",
+            "",
+            "",
+            ">= Redis",
+        ),
+        ("single sync send, p50 ms", "single", "p50_ms", "", "<= 0.5"),
+        ("single sync send, p99 ms", "single", "p99_ms", "", "<= 2"),
+        ("batched produce, 16 KiB, msgs/s", "batch_16KiB", "", "", ""),
+        ("batched produce, 256 queues, msgs/s", "queues_256", "", "", ""),
+    ]
+    rows = []
+    for label, key, field, versus, target in picks:
+        unit = "ms" if field else ""
+        cells = [
+            peer_fig(data, key if s == "pymq" or not versus else versus, field, s) for s in SYSTEMS
+        ]
+        if all(c is None for c in cells):
+            continue
+        best = best_peer(data, versus or key, field, higher=not field)
+        if key == "durable":  # JetStream does not fsync: the target is Redis's figure
+            redis = peer_fig(data, key, field, "redis")
+            best = None if redis is None else ("redis", redis)
+        ratio = "-"
+        if cells[0] is not None and best is not None:
+            ratio = num(cells[0]["median"] / best[1]["median"], "x")
+        rows.append([label, *(num(c["median"], unit) if c else "-" for c in cells), ratio, target])
+    return head, rows
+
+
+def runs_of(step: dict[str, Any]) -> str:
+    if "runs" in step:
+        return str(step["runs"])
+    argv = str(step.get("command", "")).split()  # store_bench keeps only its command line
+    if "--runs" in argv and argv.index("--runs") + 1 < len(argv):
+        return argv[argv.index("--runs") + 1]
+    return "?"
+
+
+def scale_rows(data: dict[str, Any]) -> list[list[str]]:
+    """Workload 8b: throughput at 1, 16, 256 queues and what is left at 256."""
+    rows = []
+    for system in SYSTEMS:
+        figs = [peer_fig(data, f"queues_{q}", "", system) for q in (1, 16, 256)]
+        if any(f is None for f in figs):
+            continue
+        first, last = figs[0], figs[-1]
+        assert first is not None and last is not None
+        kept = num(100 * last["median"] / first["median"], "%")
+        rows.append([PEER_NAMES[system], *(cell(f) for f in figs), kept])
+    return rows
+
+
+def broker_rows(data: dict[str, Any]) -> list[list[str]]:
+    """Workload 8a: pymq with 1 and 2 brokers."""
+    rows = []
+    for suffix, label in (("", "1 client thread"), ("_2threads", "2 client threads")):
+        one = peer_fig(data, f"brokers_1{suffix}", "", "pymq")
+        two = peer_fig(data, f"brokers_2{suffix}", "", "pymq")
+        if one is not None and two is not None:
+            rows.append([label, cell(one), cell(two), num(two["median"] / one["median"], "x")])
+    return rows
+
+
+def sizes_text(sizes: dict[str, Any]) -> str:
+    def one(v: Any) -> str:
+        if isinstance(v, dict):
+            return ", ".join(f"{n:,} x {int(k) // 1024} KiB" for k, n in v.items())
+        return f"{v:,}" if isinstance(v, int) else f"{v:g}"
+
+    return "; ".join(f"{k} {one(v)}" for k, v in sizes.items())
+
+
+def machine_lines(data: dict[str, Any]) -> list[str]:
+    m = data.get("limits", {}).get("machine")
+    peers = data.get("peers", {})
+    lines = []
+    if m:
+        lines += [
+            f"- CPU: {m['cpu']}, {m['cores']} cores; RAM {m['ram_gib']} GiB",
+            f"- kernel: {m['kernel']}; Python {m['python']}",
+            f"- data disk: {m['disk']} (benchmarks' data under `{m['data_dir']}`)",
+        ]
+    if "versions" in peers:
+        v = peers["versions"]
+        lines.append(
+            "- peers: " + ", ".join(f"{k} {x}" for k, x in v.items() if k not in ("python", "pymq"))
+        )
+    if "load_at_start" in peers:
+        lines.append(
+            f"- load average during the peers benchmark: {peers['load_at_start']} at its start, "
+            f"{peers.get('load_at_end', '?')} at its end"
+        )
+    return lines
+
+
+def markdown(data: dict[str, Any]) -> str:
+    run = data.get("run", {})
+    quick = run.get("quick", False)
+    md = [
+        "# Benchmarks",
+        "",
+        "Generated by `make bench` (`benchmarks/run_all.py`, then `benchmarks/report.py` from "
+        "the JSON in `benchmarks/results/`); do not edit by hand, run it again.",
+        "",
+    ]
+    if quick:
+        md += [
+            "**A quick (smoke) run: small sizes, mostly one run per figure; not a measurement "
+            "to quote.**",
+            "",
+        ]
+    md += [
+        f"Run of {run.get('date', '?')} to {run.get('finished', '?')}.",
+        "",
+        "## Machine",
+        "",
+        *machine_lines(data),
+        "",
+        "## Commands",
+        "",
+        "```",
+        "make bench" + (" QUICK=1" if quick else "") + f"   # {run.get('command', '')}",
+    ]
+    for s in run.get("steps", []):
+        status = "" if s["exit_code"] == 0 else f"   # FAILED: exit {s['exit_code']}"
+        md.append(f"{s['command']}   # {s['seconds']:.0f} s{status}")
+    md += ["```", ""]
+    missing = [s for s in STEPS if s not in data]
+    if missing:
+        md += [f"Not in this report (not run, or failed): {', '.join(missing)}.", ""]
+    md += [
+        "Every figure is the median of the runs with the min and max in parentheses. "
+        "The machine is shared and its speed swings up to 2x from minute to minute: "
+        "compare figures measured in the same run (the ratios) more than absolute ones.",
+        "",
+        "## pymq against its targets",
+        "",
+        "pymq/best is pymq's median over the best peer's median (Redis Streams or NATS JetStream, "
+        "each through its Python client, `benchmarks/peers_bench.py`); verdicts go by the median.",
+        "",
+    ]
+    md += table(
+        ["target", "pymq", "best peer", "ratio", "verdict"],
+        [[t.what, t.measured, t.versus, t.ratio, t.verdict] for t in targets(data)],
+    )
+    head, rows = headline(data)
+    md += ["", "## Headline", "", "Medians; the table the README shows.", "", *table(head, rows)]
+    limits, fractions = limit_rows(data)
+    if limits:
+        md += [
+            "",
+            "## Physical limits, measured in the same run",
+            "",
+            "`benchmarks/limits.py`: the disk under the benchmarks' data dir and loopback TCP.",
+            "",
+            *table(["limit", "median (min-max)", "how"], limits),
+            "",
+            "pymq's figures as a fraction of them (medians; bytes are body bytes unless said):",
+            "",
+            *table(["pymq figure", "as rate", "limit", "fraction"], fractions),
+        ]
+    if "peers" in data:
+        p = data["peers"]
+        md += [
+            "",
+            "## pymq next to Redis Streams and NATS JetStream (`benchmarks/peers_bench.py`)",
+            "",
+            f"Median of {p['runs']} run(s) (min-max). Sizes: {sizes_text(p['sizes'])}. "
+            "What each workload does: the script's docstring. 6: pymq zlib-compresses bodies over "
+            "4 KiB on single sends only (`compress_msg_body_over_howmuch`, 4096); `send_batch` is "
+            "never compressed, so the 16 KiB batched rows are raw bodies and the 16 KiB single "
+            "sends are the compression path. 8b: redis spreads each pipeline over that many "
+            "stream keys, JetStream over that many subjects of one stream. 3: pymq and redis "
+            "answer after fsync, JetStream after writing its file (no fsync).",
+            "",
+            *table(["workload", "unit", *SYSTEMS, "pymq/best"], peers_rows(data)),
+        ]
+        scale = scale_rows(data)
+        if scale:
+            md += [
+                "",
+                "Workload 8, does throughput hold as queues (and brokers) grow? Batched produce, "
+                "100 B bodies, msgs/s:",
+                "",
+                *table(["system", "1 queue", "16 queues", "256 queues", "256 vs 1"], scale),
+            ]
+        brokers = broker_rows(data)
+        if brokers:
+            md += [
+                "",
+                "pymq with 1 and 2 brokers (a topic of 8 queues on each), batched produce, msgs/s:",
+                "",
+                *table(["producer", "1 broker", "2 brokers", "2 vs 1"], brokers),
+            ]
+    for step, title, rows_of, head2 in (
+        (
+            "server",
+            "Broker over HTTP (`benchmarks/server_bench.py`)",
+            server_rows,
+            ["what", "median (min-max)", "target"],
+        ),
+        (
+            "client",
+            "Producer (`benchmarks/client_bench.py`)",
+            client_rows,
+            ["what", "median (min-max)"],
+        ),
+        (
+            "store",
+            "Store, in-process (`benchmarks/store_bench.py`)",
+            store_rows,
+            ["what", "median (min-max)", "target"],
+        ),
+        (
+            "spark",
+            "Spark connector (`benchmarks/spark_bench.py`)",
+            spark_rows,
+            ["what", "median (min-max)"],
+        ),
+    ):
+        if step in data:
+            md += ["", f"## {title}", "", f"Median of {runs_of(data[step])} run(s).", ""]
+            md += table(head2, rows_of(data[step]))
+    rows, counted, single = noisy(data)
+    md += ["", "## What was noisy", ""]
+    if counted == 0:
+        md.append("Every figure comes from a single run: the spread is unknown.")
+    else:
+        md.append(
+            f"{len(rows)} of {counted} figures with several runs spread more than "
+            f"{NOISY}x (max / min)"
+            + (f"; {single} figures had a single run" if single else "")
+            + ":"
+        )
+        if rows:
+            md += [
+                "",
+                f"By benchmark: {noisy_by_step(rows)}. Latency tails (p99) and the Spark jobs "
+                "move most; read those figures as ranges, and the medians as the figure.",
+                "",
+                *table(["figure", "max / min", "median (min-max)"], rows),
+            ]
+    return "\n".join(md) + "\n"
+
+
+def write(results: Path, doc: Path) -> None:
+    """Write the report from ``results`` to ``doc`` and print the combined table."""
+    data = load(results)
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(markdown(data))
+    print()
+    targets_rows = [
+        [t.what, t.measured, t.versus, t.ratio, t.verdict.replace("*", "")] for t in targets(data)
+    ]
+    print(terminal(["target", "pymq", "best peer", "ratio", "verdict"], targets_rows))
+    print()
+    head, rows = headline(data)
+    print(terminal(head, rows))
+    limits, fractions = limit_rows(data)
+    if limits:
+        print()
+        print(terminal(["limit", "median (min-max)", "how"], limits))
+        print()
+        print(terminal(["pymq figure", "as rate", "limit", "fraction"], fractions))
+    noisy_rows, counted, _ = noisy(data)
+    print(f"\nnoisy (max/min > {NOISY}): {len(noisy_rows)} of {counted} figures; report: {doc}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--results", type=Path, default=HERE / "results")
+    ap.add_argument("--doc", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    ap.add_argument("--headline", action="store_true", help="print the README's table only")
+    args = ap.parse_args()
+    if args.headline:
+        head, rows = headline(load(args.results))
+        print("\n".join(table(head, rows)))
+        return 0
+    write(args.results, args.doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
