@@ -39,7 +39,9 @@ Workloads, 100-byte bodies, one client process (this one):
    shows) 10,000 a request, and ``pull_records`` + ``index_records`` (bodies
    addressable without a Python object per message); redis XRANGE pages of
    10,000; a JetStream pull consumer (AckPolicy none, like the other two:
-   nobody acks a replay) fetching 10,000 at a time. nats-py publishes and
+   nobody acks a replay) fetching 10,000 at a time. Every consumer reads
+   each message's body (pymq's ``pull`` decodes fields on first read, so
+   not reading them would flatter it). nats-py publishes and
    fetches ~15,000 msgs/s here, so NATS gets at most 300,000 messages (a
    million would take over a minute each way).
 5. end-to-end latency at a fixed rate (5,000 msgs/s as 10 messages every
@@ -401,7 +403,7 @@ def pymq_topics(namesrv: str, topics: dict[str, int], *, brokers: int = 1) -> No
 def pymq_consume(
     consumer: PullConsumer, topic: str, expected: int, *, records: bool, page: int = PAGE
 ) -> float:
-    total = 0
+    total = read_bytes = 0  # every system's consumer reads every body
     t0 = time.perf_counter()
     for mq in consumer.fetch_queues(topic):
         offset = 0
@@ -412,12 +414,13 @@ def pymq_consume(
             else:
                 res = consumer.pull(mq, offset, page)
                 n = len(res.messages)
+                read_bytes += sum(len(m.body) for m in res.messages)
             if res.status is not PullStatus.FOUND:
                 break
             total += n
             offset = res.next_begin_offset
     elapsed = time.perf_counter() - t0
-    if total != expected:
+    if total != expected or (not records and read_bytes == 0 and expected):
         raise RuntimeError(f"pymq consume: read {total} of {expected}")
     return total / elapsed
 
@@ -675,16 +678,17 @@ def redis_batches(r: Any, keys: list[str], body: bytes, count: int, batch: int) 
 
 
 def redis_consume(r: Any, key: str, expected: int, page_size: int = PAGE) -> float:
-    total, last = 0, b"-"
+    total, read_bytes, last = 0, 0, b"-"
     t0 = time.perf_counter()
     while True:
         page: Any = r.xrange(key, min=last, max="+", count=page_size)
         if not page:
             break
         total += len(page)
+        read_bytes += sum(len(fields[b"d"]) for _, fields in page)
         last = b"(" + page[-1][0]
     rate = total / (time.perf_counter() - t0)
-    if total != expected:
+    if total != expected or (expected and read_bytes == 0):
         raise RuntimeError(f"redis consume: read {total} of {expected}")
     return rate
 
@@ -733,7 +737,7 @@ def redis_scale(base: Path, args: argparse.Namespace) -> dict[str, Any]:
         for q in QUEUE_COUNTS:
             keys = [f"{queues_topic(q)}-{i}" for i in range(q)]
             for key in keys:  # every stream exists before the clock, as pymq's queues do
-                r.xadd(key, {"b": BODY})
+                r.xadd(key, {b"d": BODY})
             out[f"queues_{q}"] = redis_batches(r, keys, BODY, args.scale_messages, BATCH)
         r.close()
     shutil.rmtree(base, ignore_errors=True)
@@ -802,10 +806,12 @@ async def nats_workloads(port: int, args: argparse.Namespace) -> dict[str, Any]:
 
         replay = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
         psub = await js.pull_subscribe(subject, stream=BATCH_TOPIC, config=replay)
-        total = 0
+        total = read_bytes = 0
         t0 = time.perf_counter()
         while total < n:
-            total += len(await psub.fetch(PAGE, timeout=10))
+            msgs = await psub.fetch(PAGE, timeout=10)
+            total += len(msgs)
+            read_bytes += sum(len(m.data) for m in msgs)
         out["consume"] = total / (time.perf_counter() - t0)
         if total != n:
             raise RuntimeError(f"nats consume: read {total} of {n}")
