@@ -56,7 +56,9 @@ class _Answer:
     """Columns of one pull answer, shared by its messages; each column is
     turned into a Python list the first time a message asks for it."""
 
-    __slots__ = ("_lists", "bodies", "body_start", "data", "header", "ids", "props", "topics")
+    __slots__ = (
+        "_lists", "bodies", "body_end", "body_start", "data", "header", "ids", "props", "topics",
+    )  # fmt: skip
 
     def __init__(self, data: bytes, *, check_crc: bool) -> None:
         data = bytes(data)
@@ -70,6 +72,7 @@ class _Answer:
             raise CorruptRecordError("body CRC mismatch", position=int(index.start[bad]))
         self.ids = ids.tobytes().decode("ascii")
         self.body_start = index.body_start.tolist()
+        self.body_end = (index.body_start + index.body_len).tolist()
         self.props = (index.props_start.tolist(), index.props_len.tolist())
         self._lists: dict[str, list[Any]] = {}
         self.topics: dict[bytes, str] = {}
@@ -105,13 +108,12 @@ def _body(msg: PulledMessage) -> bytes:
     inflated = a.bodies.get(i) if a.bodies else None
     if inflated is not None:
         return inflated
-    start = a.body_start[i]
-    return a.data[start : start + a.column("body_len")[i]]
+    return a.data[a.body_start[i] : a.body_end[i]]
 
 
 def _topic(msg: PulledMessage) -> str:
     a, i = msg._answer, msg._i
-    at = a.body_start[i] + a.column("body_len")[i]
+    at = a.body_end[i]
     raw = a.data[at + 1 : at + 1 + a.data[at]]
     topic = a.topics.get(raw)
     if topic is None:
@@ -162,22 +164,24 @@ _COMPUTE: dict[str, Callable[[PulledMessage], Any]] = {
 }
 
 
-def _lazy(name: str) -> property:
+def _lazy(name: str, bit: int) -> property:
     """A field read from the answer the first time, then kept in MessageExt's own slot
-    (where a value set by the caller also goes)."""
+    (where a value set by the caller also goes); ``bit`` of ``_decoded`` says it is
+    there (a bit test: catching the AttributeError of an empty slot costs ~1 us)."""
     slot = MessageExt.__dict__[name]  # the dataclass's slot descriptor
     compute = _COMPUTE[name]
 
     def get(self: PulledMessage) -> Any:
-        try:
+        if self._decoded & bit:
             return slot.__get__(self, MessageExt)
-        except AttributeError:
-            value = compute(self)
-            slot.__set__(self, value)
-            return value
+        value = compute(self)
+        slot.__set__(self, value)
+        self._decoded |= bit
+        return value
 
     def put(self: PulledMessage, value: Any) -> None:
         slot.__set__(self, value)
+        self._decoded |= bit
 
     return property(get, put, doc=f"``MessageExt.{name}``, decoded on first use")
 
@@ -185,11 +189,12 @@ def _lazy(name: str) -> property:
 class PulledMessage(MessageExt):
     """A ``MessageExt`` of a pull answer; equal to the ``decode_record`` of its record."""
 
-    __slots__ = ("_answer", "_i")
+    __slots__ = ("_answer", "_decoded", "_i")
 
     def __init__(self, answer: _Answer, i: int) -> None:
         self._answer = answer
         self._i = i
+        self._decoded = 0  # a bit per field already in its slot
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MessageExt):
@@ -205,8 +210,8 @@ class PulledMessage(MessageExt):
 
 _FIELDS = tuple(MessageExt.__dataclass_fields__)
 assert set(_FIELDS) == set(_COMPUTE), "every MessageExt field needs a decoder here"
-for _name in _FIELDS:
-    setattr(PulledMessage, _name, _lazy(_name))
+for _bit, _name in enumerate(_FIELDS):
+    setattr(PulledMessage, _name, _lazy(_name, 1 << _bit))
 
 
 def decode_records(data: bytes, *, check_crc: bool = True) -> list[MessageExt]:

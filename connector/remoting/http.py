@@ -154,8 +154,12 @@ class HttpConnection:
             length = int(headers["content-length"])
             while len(buf) < length:
                 self._fill(sock, deadline)
-            body = bytes(buf[:length])
-            del buf[:length]
+            if len(buf) == length:  # the usual case: one copy, not a slice and a copy
+                body = bytes(buf)
+                buf.clear()
+            else:
+                body = bytes(buf[:length])
+                del buf[:length]
         elif headers.get("transfer-encoding", "").lower() == "chunked":
             body = self._read_chunked(sock, deadline)
         else:  # body until close
