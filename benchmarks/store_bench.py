@@ -10,8 +10,9 @@ Measured in-process on the machine it runs on, 100-byte bodies unless said:
   ConsumeQueue and index entries for KEYS + UNIQ_KEY);
 * read by logical offset, 1,000 per call, decoded to bodies;
 * SYNC_FLUSH, 64 writers each appending single messages (group commit), as
-  asyncio tasks (the broker's model) and as threads, next to one writer
-  alone (one fsync per message);
+  asyncio tasks on uvloop (the broker's model: ``GroupAppender`` appends what
+  one loop step gathered as one group; also each task appending alone) and as
+  threads, next to one writer alone (one fsync per message);
 * recovery after kill -9 and after a clean stop, for growing log sizes.
 
 Each throughput figure is the median of ``--runs`` runs (min and max shown).
@@ -38,7 +39,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from broker.store.aio import FlushWaiter  # noqa: E402
+import uvloop  # noqa: E402
+
+from broker.store.aio import FlushWaiter, GroupAppender  # noqa: E402
 from broker.store.config import FlushDiskType, StoreConfig  # noqa: E402
 from broker.store.inner import BatchInner, MessageInner  # noqa: E402
 from broker.store.store import MessageStore  # noqa: E402
@@ -230,8 +233,29 @@ async def _run_async_writers(
     await asyncio.gather(*(_async_writer(store, waiter, msgs, errors) for msgs in batches))
 
 
+async def _group_writer(
+    appender: GroupAppender, msgs: list[MessageInner], errors: list[Any]
+) -> None:
+    for m in msgs:
+        res = await appender.put(m)
+        if res.status.value != "PUT_OK":
+            errors.append(res)
+
+
+async def _run_group_writers(
+    store: MessageStore, batches: list[list[MessageInner]], errors: list[Any]
+) -> None:
+    appender = GroupAppender(store)
+    await asyncio.gather(*(_group_writer(appender, msgs, errors) for msgs in batches))
+
+
 def bench_sync(base: Path, runs: int, writers: int, per_writer: int, mode: str) -> dict[str, float]:
-    """SYNC_FLUSH single-message appends from ``writers`` threads or asyncio tasks."""
+    """SYNC_FLUSH single-message appends from ``writers`` threads or asyncio tasks.
+
+    ``asyncio``: the broker's model (uvloop, ``GroupAppender``: the appends of one loop
+    step go in as one group); ``asyncio-unbatched``: each task appends alone and waits
+    on the shared group commit; ``threads``: blocking ``put_message`` per thread.
+    """
     rates = []
     for r in range(runs):
         d = base / f"sync-{mode}-{writers}-{r}"
@@ -250,9 +274,12 @@ def bench_sync(base: Path, runs: int, writers: int, per_writer: int, mode: str) 
             t = time.perf_counter()
             for th in threads:
                 th.join()
+        elif mode == "asyncio":
+            t = time.perf_counter()
+            uvloop.run(_run_group_writers(store, batches, errors))
         else:
             t = time.perf_counter()
-            asyncio.run(_run_async_writers(store, batches, errors))
+            uvloop.run(_run_async_writers(store, batches, errors))
         rates.append(writers * per_writer / (time.perf_counter() - t))
         assert not errors, errors[:3]
         store.shutdown()
@@ -360,6 +387,9 @@ def main() -> int:
         if "sync" not in skip:
             per = 100 if args.quick else 500
             results["sync_64_tasks"] = bench_sync(base, runs, 64, per, "asyncio")
+            results["sync_64_tasks_unbatched"] = bench_sync(
+                base, runs, 64, per, "asyncio-unbatched"
+            )
             results["sync_64_threads"] = bench_sync(base, runs, 64, per, "threads")
             results["sync_1_writer"] = bench_sync(base, runs, 1, per * 4, "threads")
         if "recovery" not in skip:
@@ -408,6 +438,7 @@ def print_table(r: dict[str, Any]) -> None:
         )
     rate("read 1000/call -> bodies", "read_bodies", "target >= 2,000,000")
     rate("SYNC_FLUSH 64 asyncio writers", "sync_64_tasks", "target >= 50,000")
+    rate("  each appending alone", "sync_64_tasks_unbatched", "(before GroupAppender)")
     rate("SYNC_FLUSH 64 thread writers", "sync_64_threads", "target >= 50,000")
     rate("SYNC_FLUSH 1 writer", "sync_1_writer", "one fsync per message")
     for row in r.get("recovery", []):

@@ -20,7 +20,8 @@ from broker.processors import AdminProcessor, PullMessageProcessor, SendMessageP
 from broker.processors.send import SendOutcome
 from broker.registration import BrokerRegistrar
 from broker.schedule import ScheduleMessageService
-from broker.store.aio import FlushWaiter
+from broker.store.aio import FlushWaiter, GroupAppender
+from broker.store.config import FlushDiskType
 from broker.store.offsets import ConsumerOffsetTable
 from broker.store.results import PutMessageResult, PutMessageStatus, RecoveryReport
 from broker.store.store import MessageStore
@@ -57,6 +58,9 @@ class BrokerController:
             timeout_ms=config.register_timeout_ms,
         )
         self.flush_waiter = FlushWaiter()
+        if store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            # single sends of one loop step append as a group and share one flush request
+            self.send.appender = GroupAppender(self.store, self.flush_waiter)
         self.hold: PullRequestHoldService | None = None
         self.recovery: RecoveryReport | None = None
         self.started_ms = int(clock() * 1000)
@@ -139,7 +143,10 @@ class BrokerController:
     # -- send helpers ------------------------------------------------------------------
 
     async def stored(self, outcome: SendOutcome) -> PutMessageResult:
-        """The append's result once it is as durable as the flush mode promises."""
+        """The append's result once it is as durable as the flush mode promises
+        (raises the send's error when a pending append was refused)."""
+        if outcome.pending is not None:
+            return outcome.settle(await outcome.pending, self.topics)
         if outcome.flushed is None:
             return outcome.put
         timeout = self.store.config.sync_flush_timeout_ms / 1000

@@ -134,10 +134,10 @@ async def send_single(
     try:
         routed = ctrl.send.single_from_request(topic, req, born_host=host)
         outcome = ctrl.send.put_single(routed)
+        put = await ctrl.stored(outcome)
     except PyMQError as exc:
         requests.labels("single", exc.code).inc()
         raise
-    put = await ctrl.stored(outcome)
     requests.labels("single", _send_status(put)).inc()
     ctrl.metrics.send_messages.inc()
     ctrl.metrics.send_latency.labels("single").observe(time.perf_counter() - t0)
@@ -170,10 +170,10 @@ async def send_batch(
             topic, queue_id, data, born_timestamp=born_timestamp, born_host=host,
             compressed=compressed,
         )  # fmt: skip
+        put = await ctrl.stored(outcome)
     except PyMQError as exc:
         requests.labels("batch", exc.code).inc()
         raise
-    put = await ctrl.stored(outcome)
     requests.labels("batch", _send_status(put)).inc()
     assert put.append is not None
     ctrl.metrics.send_messages.inc(put.append.msg_num)

@@ -9,6 +9,7 @@ by the store (nothing is stored if one entry is bad).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import itertools
@@ -16,9 +17,10 @@ import time
 import zlib
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker.config import BrokerConfig
+from broker.store.aio import GroupAppender
 from broker.store.inner import BatchInner, MessageInner, index_keys
 from broker.store.results import PutMessageResult, PutMessageStatus
 from broker.store.store import MessageStore
@@ -84,7 +86,8 @@ class Routed:
 
 @dataclass(slots=True)
 class SendOutcome:
-    """An append and, with SYNC_FLUSH, the future of its flush."""
+    """An append and, with SYNC_FLUSH, the future of its flush; or, for a single
+    message handed to the group appender, the future of its whole result."""
 
     put: PutMessageResult
     flushed: Future[bool] | None
@@ -92,6 +95,21 @@ class SendOutcome:
     queue_id: int
     msg_id: str = ""
     count: int = 1
+    pending: asyncio.Future[PutMessageResult] | None = None
+    new_topics: list[TopicConfig] = field(default_factory=list)
+
+    def settle(self, put: PutMessageResult, topics: TopicManager) -> PutMessageResult:
+        """Take a pending append's result: raise if it was refused, else create the
+        topics its routing asked for."""
+        self.put = put
+        self.pending = None
+        raise_for_status(put)
+        for cfg in self.new_topics:
+            topics.ensure(cfg)
+        return put
+
+
+_PENDING = PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, message="not appended yet")
 
 
 class SendMessageProcessor:
@@ -110,6 +128,8 @@ class SendMessageProcessor:
         self.delay_levels_ms = config.delay_levels_ms
         self.uniq = UniqKeyGenerator()
         self._round_robin = itertools.count()
+        # set by the controller for SYNC_FLUSH: concurrent single sends share appends
+        self.appender: GroupAppender | None = None
 
     # -- msgCheck --------------------------------------------------------------------
 
@@ -279,7 +299,15 @@ class SendMessageProcessor:
         return min(level, len(self.delay_levels_ms), MAX_DELAY_LEVEL)
 
     def put_single(self, routed: Routed) -> SendOutcome:
+        """Append one routed message. With a group appender (SYNC_FLUSH brokers) the
+        append joins the others of this event-loop step: the outcome is pending until
+        ``BrokerController.stored`` awaits it."""
         inner = routed.inner
+        if self.appender is not None:
+            return SendOutcome(
+                _PENDING, None, inner.topic, inner.queue_id, routed.msg_id,
+                pending=self.appender.put(inner), new_topics=routed.new_topics,
+            )  # fmt: skip
         put, flushed = self.store.put_message_nowait(inner)
         raise_for_status(put)
         for cfg in routed.new_topics:

@@ -12,16 +12,38 @@ from __future__ import annotations
 import logging
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
 from broker.store.config import StoreConfig
 from broker.store.consume_queue import CQ_ENTRY_SIZE
 from broker.store.inner import BatchInner, MessageInner
-from broker.store.kernels import RECORD_FIXED, ScannedBatch, encode_batch_records
+from broker.store.kernels import (
+    O_OFFSET,
+    O_SIZE,
+    RECORD_FIXED,
+    S_BODY_LEN,
+    S_BORN_HOST,
+    S_BORN_TS,
+    S_FLAG,
+    S_PROPS_LEN,
+    S_QUEUE_ID,
+    S_RECONSUME,
+    S_SLOT,
+    S_SYS_FLAG,
+    S_TAGS_CODE,
+    S_TOPIC,
+    SINGLE_COLUMNS,
+    ScannedBatch,
+    encode_batch_records,
+    encode_single_records,
+)
 from broker.store.mapped_file import MappedFile, MappedFileQueue
 from broker.store.results import AppendResult, PutMessageStatus
+from connector.protocol.jit import CRC_TABLE
 from connector.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
     HEADER,
@@ -31,7 +53,7 @@ from connector.protocol.record import (
     encode_blank,
 )
 
-__all__ = ["BatchAppend", "CommitLog", "RecordTooLarge"]
+__all__ = ["BatchAppend", "CommitLog", "RecordTooLarge", "SingleGroup", "SinglesAppend"]
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +80,56 @@ class BatchAppend:
     cq_entries: np.ndarray  # the batch's ConsumeQueue entries, ready to write
 
 
+@dataclass(slots=True)
+class SingleGroup:
+    """Single messages from many writers, their columns gathered once to check and append."""
+
+    msgs: Sequence[MessageInner]
+    bodies: list[bytes]
+    props: list[bytes]
+    topics: list[str]
+    queue_ids: list[int]
+    body_lens: list[int]
+    props_lens: list[int]
+
+    @classmethod
+    def of(cls, msgs: Sequence[MessageInner]) -> SingleGroup:
+        bodies = list(map(_BODY, msgs))
+        props = list(map(_PROPS, msgs))
+        return cls(
+            msgs, bodies, props, list(map(_TOPIC, msgs)), list(map(_QUEUE_ID, msgs)),
+            list(map(len, bodies)), list(map(len, props)),
+        )  # fmt: skip
+
+    def __len__(self) -> int:
+        return len(self.msgs)
+
+
+@dataclass(slots=True)
+class SinglesAppend:
+    """Where each record of a group of single messages went."""
+
+    out: np.ndarray  # per message: offset, size, queue offset (columns O_*)
+    cq_entries: np.ndarray  # 20 bytes per message, each queue's consecutive (``slots``)
+    end_offset: int
+    key_hashes: np.ndarray  # KEYS and UNIQ_KEY hashes found in the properties
+    key_offsets: np.ndarray  # the record each hash belongs to
+
+
+_BODY = attrgetter("body")
+_PROPS = attrgetter("properties")
+_TOPIC = attrgetter("topic")
+_QUEUE_ID = attrgetter("queue_id")
+_HOST = attrgetter("born_host")
+_BIG_I64 = np.dtype(">i8")
+
+
 class CommitLog:
     def __init__(self, config: StoreConfig, store_host: bytes) -> None:
         self.config = config
         self.segment_size = config.mapped_file_size_commit_log
         self.store_host = store_host
+        self._store_host_i64 = int.from_bytes(store_host, "big", signed=True)
         self.queue = MappedFileQueue(config.commit_log_dir, self.segment_size)
         self._topic_bytes: dict[str, bytes] = {}
 
@@ -94,14 +161,43 @@ class CommitLog:
 
     # -- appends ------------------------------------------------------------------
 
-    def append(self, msg: MessageInner, *, queue_offset: int, store_timestamp: int) -> AppendResult:
-        """Append one record (the single-message path: struct, no numpy)."""
-        topic = self._topic_bytes.get(msg.topic)
+    def _topic(self, name: str) -> bytes:
+        topic = self._topic_bytes.get(name)
         if topic is None:
-            topic = msg.topic.encode("utf-8")
+            topic = name.encode("utf-8")
             if len(topic) > MAX_TOPIC_BYTES:
                 raise RecordTooLarge(f"topic of {len(topic)} bytes exceeds {MAX_TOPIC_BYTES}")
-            self._topic_bytes[msg.topic] = topic
+            self._topic_bytes[name] = topic
+        return topic
+
+    def topic_fits(self, name: str) -> bool:
+        try:
+            self._topic(name)
+        except RecordTooLarge:
+            return False
+        return True
+
+    def check_single(self, msg: MessageInner) -> RecordTooLarge | None:
+        """Why ``msg`` cannot become a record, or None (``append_singles`` expects checked ones)."""
+        try:
+            topic = self._topic(msg.topic)
+        except RecordTooLarge as exc:
+            return exc
+        if len(msg.properties) > MAX_PROPERTIES_BYTES:
+            return RecordTooLarge(
+                f"properties of {len(msg.properties)} bytes exceed {MAX_PROPERTIES_BYTES}",
+                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+            )
+        size = RECORD_FIXED + len(topic) + len(msg.body) + len(msg.properties)
+        if size + END_FILE_MIN_BLANK_LENGTH > self.segment_size:
+            return RecordTooLarge(
+                f"a record of {size} bytes cannot fit a {self.segment_size}-byte segment"
+            )
+        return None
+
+    def append(self, msg: MessageInner, *, queue_offset: int, store_timestamp: int) -> AppendResult:
+        """Append one record (the single-message path: struct, no numpy)."""
+        topic = self._topic(msg.topic)
         body, props = msg.body, msg.properties
         if len(props) > MAX_PROPERTIES_BYTES:
             raise RecordTooLarge(
@@ -203,6 +299,77 @@ class CommitLog:
             offsets_array=offsets,
         )
         return BatchAppend(result=result, offsets=offsets, sizes=sizes, cq_entries=cq_entries)
+
+    def append_singles(
+        self, group: SingleGroup, slot_of: Sequence[int], slots: np.ndarray, *, store_timestamp: int
+    ) -> SinglesAppend:
+        """Append single messages from many writers as one run of records.
+
+        Every message must have passed ``check_single``. Each record is the
+        one ``append`` would write for it (its own queue, flags, born time
+        and host; one store time for all); a compiled loop lays them out,
+        numbers them within their queues and finds their index keys, so a
+        group costs about what a batch does. Message j goes to queue
+        ``slot_of[j]``, a row of ``slots`` (columns ``Q_*``: the caller sets
+        each queue's next offset, this fills in the rest).
+        """
+        msgs = group.msgs
+        n = len(msgs)
+        table = np.empty((n, SINGLE_COLUMNS), dtype=np.int64)
+        table[:, S_QUEUE_ID] = group.queue_ids
+        table[:, S_FLAG] = [m.flag for m in msgs]
+        table[:, S_SYS_FLAG] = [m.sys_flag for m in msgs]
+        table[:, S_BORN_TS] = [m.born_timestamp for m in msgs]
+        table[:, S_RECONSUME] = [m.reconsume_times for m in msgs]
+        table[:, S_TAGS_CODE] = [m.tags_code for m in msgs]
+        table[:, S_BORN_HOST] = np.frombuffer(b"".join(map(_HOST, msgs)), dtype=_BIG_I64)
+        table[:, S_BODY_LEN] = group.body_lens
+        table[:, S_PROPS_LEN] = group.props_lens
+        table[:, S_SLOT] = slot_of
+        parts = group.bodies + group.props
+        props_bytes = sum(group.props_lens)
+        topic_at = sum(group.body_lens) + props_bytes
+        names = list(dict.fromkeys(group.topics))
+        topics = np.empty((len(names), 3), dtype=np.int64)
+        for t, name in enumerate(names):
+            tb = self._topic(name)
+            topics[t] = (topic_at, len(tb), zlib.crc32(tb + b"#"))
+            parts.append(tb)
+            topic_at += len(tb)
+        if len(names) == 1:
+            table[:, S_TOPIC] = 0
+        else:
+            index = {name: t for t, name in enumerate(names)}
+            table[:, S_TOPIC] = [index[name] for name in group.topics]
+        src = np.frombuffer(b"".join(parts), dtype=np.uint8)
+        out = np.empty((n, 3), dtype=np.int64)
+        cq_entries = np.empty(n * CQ_ENTRY_SIZE, dtype=np.uint8)
+        key_hashes = np.empty((props_bytes // 2 + 1, 2), dtype=np.int64)  # (hash, message)
+        nkeys = 0
+        i = 0
+        while i < n:
+            mf = self.queue.last_for_append()
+            at = mf.wrote_position
+            i_next, end, nkeys = encode_single_records(
+                src, table, topics, slots, i, np.frombuffer(mf.buffer(), dtype=np.uint8), at,
+                mf.file_size - END_FILE_MIN_BLANK_LENGTH, mf.file_from_offset,
+                store_timestamp, self._store_host_i64, out, cq_entries, key_hashes, nkeys,
+                CRC_TABLE,
+            )  # fmt: skip
+            if i_next == i:  # the next record does not fit: close this segment
+                self._fill_blank(mf)
+                self.queue.create(mf.end_offset)
+                continue
+            mf.wrote_position = end
+            i = i_next
+        keys = key_hashes[:nkeys]
+        return SinglesAppend(
+            out=out,
+            cq_entries=cq_entries,
+            end_offset=int(out[-1, O_OFFSET] + out[-1, O_SIZE]),
+            key_hashes=keys[:, 0],
+            key_offsets=out[keys[:, 1], O_OFFSET],
+        )
 
     # -- reads ---------------------------------------------------------------------
 

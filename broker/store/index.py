@@ -102,15 +102,22 @@ class IndexFile:
             ),
         )
 
-    def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamps_ms: np.ndarray) -> None:
-        """Add entries (at most ``room()``); ``timestamps_ms`` is each record's store time."""
+    def put(self, hashes: np.ndarray, offsets: np.ndarray, timestamps_ms: int | np.ndarray) -> None:
+        """Add entries (at most ``room()``); ``timestamps_ms`` is each record's store time,
+        or one for all."""
         if len(hashes) == 0:
             return
-        ts = timestamps_ms
-        newest = int(ts.max())
-        if self.begin_ts == 0:
-            self.begin_ts = int(ts.min())
-        diffs = np.maximum(0, (ts - self.begin_ts) // 1000)
+        if isinstance(timestamps_ms, int):  # one store time for all (a batch, a group)
+            newest = timestamps_ms
+            if self.begin_ts == 0:
+                self.begin_ts = newest
+            diffs = np.full(len(hashes), max(0, (newest - self.begin_ts) // 1000), np.int64)
+        else:
+            ts = timestamps_ms
+            newest = int(ts.max())
+            if self.begin_ts == 0:
+                self.begin_ts = int(ts.min())
+            diffs = np.maximum(0, (ts - self.begin_ts) // 1000)
         self.index_count, self.slot_count = index_insert(
             self._raw,
             self.slot_num,
@@ -226,14 +233,14 @@ class IndexService:
 
         ``timestamps_ms`` is one store time for all, or one per hash.
         """
-        ts = np.broadcast_to(np.asarray(timestamps_ms, dtype=np.int64), (len(hashes),))
         done = 0
         while done < len(hashes):
             current = self._writable(int(offsets[done]))
             take = min(current.room(), len(hashes) - done)
-            current.put(
-                hashes[done : done + take], offsets[done : done + take], ts[done : done + take]
-            )
+            ts = timestamps_ms
+            if not isinstance(ts, int):
+                ts = ts[done : done + take]
+            current.put(hashes[done : done + take], offsets[done : done + take], ts)
             done += take
 
     def lookup(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:

@@ -26,6 +26,7 @@ from connector.protocol.jit import CRC_TABLE, byte_at, copy_bytes, crc32
 __all__ = [
     "BATCH_ERRORS",
     "encode_batch_records",
+    "encode_single_records",
     "index_insert",
     "scan_batch",
 ]
@@ -318,6 +319,130 @@ def encode_batch_records(
         _put_i64(cq_out, c + 12, tags_codes[j])
         out_offsets[j] = phys
         out_sizes[j] = size
+
+
+# columns of the per-message table ``encode_single_records`` reads (filled by
+# ``commitlog.append_singles``, one column at a time)
+(S_QUEUE_ID, S_FLAG, S_SYS_FLAG, S_BORN_TS, S_RECONSUME, S_TAGS_CODE, S_BORN_HOST, S_BODY_LEN,
+ S_PROPS_LEN, S_TOPIC, S_SLOT) = range(11)  # fmt: skip
+SINGLE_COLUMNS = 11
+# columns of ``topics`` (one row per topic of the group): where its name lies in ``src``, its
+# length and the CRC-32 of ``topic#`` its keys hash under
+T_START, T_LEN, T_KEY_PREFIX = range(3)
+# columns of ``out``: each record's CommitLog offset, size and queue offset
+O_OFFSET, O_SIZE, O_QUEUE_OFFSET = range(3)
+# columns of ``slots`` (one row per queue of the group): its next queue offset (in), how many
+# of the group's messages go to it and the first of its rows in ``cq_out`` (out)
+Q_BASE, Q_COUNT, Q_FIRST_ROW = range(3)
+
+
+@njit(cache=True)
+def encode_single_records(
+    src: Any,
+    table: Any,
+    topics: Any,
+    slots: Any,
+    first: int,
+    dst: Any,
+    pos: int,
+    limit: int,
+    phys_base: int,
+    store_timestamp: int,
+    store_host: int,
+    out: Any,
+    cq_out: Any,
+    key_hashes: Any,
+    nkeys: int,
+    crc_table: Any,
+) -> tuple[int, int, int]:  # pragma: no cover - compiled
+    """Write the records of messages ``first, first+1, ...`` at ``dst[pos:]`` while they end
+    by ``limit``; returns (next message, next position, key count).
+
+    The messages come from different writers: each row of ``table`` (columns
+    ``S_*``) holds one message's own header fields, its body and properties
+    lengths (bodies lie back to back at the start of ``src``, then all
+    properties), its topic (a row of ``topics``) and its queue (a row of
+    ``slots``). A message's queue
+    offset is its queue's base plus the number of the group's messages for
+    that queue before it. ``phys_base`` is the CommitLog offset of ``dst[0]``.
+    ``out[j]`` gets record j's offset, size and queue offset; ``cq_out`` its
+    ConsumeQueue entry, 20 bytes at row ``slots[q, Q_FIRST_ROW]`` + rank, so
+    each queue's entries are consecutive; the KEYS and UNIQ_KEY hashes found
+    in the properties go to ``key_hashes`` (hash, message) from ``nkeys`` on.
+    Holds the GIL: the caller is the event loop, and releasing it per call
+    would hand it to the flush thread for a while.
+    """
+    n = table.shape[0]
+    nslots = slots.shape[0]
+    rank = np.zeros(nslots, dtype=np.int64)
+    body_at = 0
+    props_at = 0
+    for j in range(n):
+        props_at += table[j, S_BODY_LEN]
+        rank[table[j, S_SLOT]] += 1
+    row = 0
+    for q in range(nslots):
+        slots[q, Q_COUNT] = rank[q]
+        slots[q, Q_FIRST_ROW] = row
+        row += rank[q]
+        rank[q] = 0
+    for j in range(first):  # where message ``first`` starts in src, and its queue ranks
+        body_at += table[j, S_BODY_LEN]
+        props_at += table[j, S_PROPS_LEN]
+        rank[table[j, S_SLOT]] += 1
+    j = first
+    while j < n:
+        blen = table[j, S_BODY_LEN]
+        plen = table[j, S_PROPS_LEN]
+        t = table[j, S_TOPIC]
+        tlen = topics[t, T_LEN]
+        size = RECORD_FIXED + tlen + blen + plen
+        if pos + size > limit:
+            break
+        q = table[j, S_SLOT]
+        queue_offset = slots[q, Q_BASE] + rank[q]
+        c = (slots[q, Q_FIRST_ROW] + rank[q]) * 20
+        rank[q] += 1
+        p = pos
+        phys = phys_base + p
+        _put_i32(dst, p, size)
+        _put_i32(dst, p + 4, MESSAGE_MAGIC)
+        _put_i32(dst, p + 8, crc32(crc_table, src, body_at, body_at + blen, 0) & 0x7FFFFFFF)
+        _put_i32(dst, p + 12, table[j, S_QUEUE_ID])
+        _put_i32(dst, p + 16, table[j, S_FLAG])
+        _put_i64(dst, p + 20, queue_offset)
+        _put_i64(dst, p + 28, phys)
+        _put_i32(dst, p + 36, table[j, S_SYS_FLAG])
+        _put_i64(dst, p + 40, table[j, S_BORN_TS])
+        _put_i64(dst, p + 48, table[j, S_BORN_HOST])
+        _put_i64(dst, p + 56, store_timestamp)
+        _put_i64(dst, p + 64, store_host)
+        _put_i32(dst, p + 72, table[j, S_RECONSUME])
+        _put_i64(dst, p + 76, 0)
+        _put_i32(dst, p + 84, blen)
+        copy_bytes(dst, p + 88, src, body_at, blen)
+        e = p + 88 + blen
+        dst[np.uint64(e)] = tlen
+        copy_bytes(dst, e + 1, src, topics[t, T_START], tlen)
+        e += 1 + tlen
+        dst[np.uint64(e)] = (plen >> 8) & 0xFF
+        dst[np.uint64(e + 1)] = plen & 0xFF
+        copy_bytes(dst, e + 2, src, props_at, plen)
+        _put_i64(cq_out, c, phys)
+        _put_i32(cq_out, c + 8, size)
+        _put_i64(cq_out, c + 12, table[j, S_TAGS_CODE])
+        out[j, O_OFFSET] = phys
+        out[j, O_SIZE] = size
+        out[j, O_QUEUE_OFFSET] = queue_offset
+        _, nkeys = _scan_props(
+            src, props_at, props_at + plen, crc_table, topics[t, T_KEY_PREFIX], j,
+            key_hashes[:, 0], key_hashes[:, 1], nkeys,
+        )  # fmt: skip
+        body_at += blen
+        props_at += plen
+        pos += size
+        j += 1
+    return j, pos, nkeys
 
 
 @njit(cache=True, nogil=True)

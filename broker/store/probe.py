@@ -6,7 +6,9 @@ Every acknowledged append prints ``ack TOPIC QUEUE OFFSET SHA1 KEY`` on stdout
 (flushed at once), so a parent that ``kill -9``s this process at any moment
 knows exactly what the store promised. With ``--flush sync`` a line is
 printed only after the group commit made the message durable. Messages go
-to 4 queues, singly and in batches of 1-20, bodies of 1-3000 random bytes.
+to 4 queues singly, in batches of 1-20 and in groups of 2-16 single messages
+to random queues (``put_group_nowait``, the broker's path for concurrent
+single sends), bodies of 1-3000 random bytes.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     sent = 0
     run = f"{os.getpid()}-{rng.getrandbits(32):08x}"
     while sent < args.count:
+        if rng.random() < 0.25:
+            sent += _put_group(store, rng, run, sent, sync=args.flush == "sync")
+            continue
         queue_id = rng.randrange(QUEUES)
         n = 1 if rng.random() < 0.5 else rng.randint(1, 20)
         msgs = []
@@ -85,6 +90,35 @@ def main(argv: list[str] | None = None) -> int:
     store.shutdown()
     print("done", flush=True)
     return 0
+
+
+def _put_group(store: MessageStore, rng: random.Random, run: str, sent: int, *, sync: bool) -> int:
+    """Append 2-16 single messages to random queues as one group; ack them; how many."""
+    now = int(time.time() * 1000)
+    msgs = [
+        MessageInner.from_message(
+            Message(topic=TOPIC, body=rng.randbytes(rng.randint(1, 3000)), keys=[f"{run}-{seq}"]),
+            queue_id=rng.randrange(QUEUES),
+            born_timestamp=now,
+        )
+        for seq in range(sent, sent + rng.randint(2, 16))
+    ]
+    results, flushed = store.put_group_nowait(msgs)
+    if not all(r.ok and r.append is not None for r in results):
+        print(f"fail {[r.status.value for r in results]}", flush=True)
+        return 0
+    if sync and store.wait_flush(results[0], flushed).status.value != "PUT_OK":
+        return len(msgs)  # stored but not acknowledged as durable
+    sys.stdout.write(
+        "".join(
+            f"ack {TOPIC} {m.queue_id} {r.append.queue_offset} "
+            f"{hashlib.sha1(m.body).hexdigest()} {m.keys[0]}\n"
+            for m, r in zip(msgs, results, strict=True)
+            if r.append is not None
+        )
+    )
+    sys.stdout.flush()
+    return len(msgs)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import itertools
 import logging
+import operator
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -22,13 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from broker.store.checkpoint import Checkpoint
-from broker.store.commitlog import CommitLog, RecordTooLarge
+from broker.store.commitlog import CommitLog, RecordTooLarge, SingleGroup
 from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.consume_queue import ConsumeQueue
 from broker.store.flush import FlushRealTimeService, GroupCommitService, PeriodicService
 from broker.store.index import IndexService
 from broker.store.inner import BatchInner, MessageInner
-from broker.store.kernels import check_records, scan_batch
+from broker.store.kernels import Q_BASE, RECORD_FIXED, check_records, scan_batch
 from broker.store.read_result import GetMessageResult, RecordRun
 from broker.store.recovery import recover
 from broker.store.results import (
@@ -45,12 +46,16 @@ from connector.protocol.msgid import encode_host
 from connector.protocol.names import validate_topic
 from connector.protocol.record import (
     BLANK_MAGIC_CODE,
+    END_FILE_MIN_BLANK_LENGTH,
     HEADER_SIZE,
+    MAX_PROPERTIES_BYTES,
+    MAX_TOPIC_BYTES,
     OFF_STORETIMESTAMP,
     decode_record,
 )
 
 __all__ = ["MessageStore"]
+
 
 log = logging.getLogger(__name__)
 MAX_FILTER_SCAN = 16_000
@@ -334,6 +339,96 @@ class MessageStore:
             res = appended.result
             self.dispatched_offset = res.end_offset
         return self._after_append(batch.topic, batch.queue_id, res)
+
+    def put_group_nowait(
+        self, msgs: Sequence[MessageInner]
+    ) -> tuple[list[PutMessageResult], Future[bool] | None]:
+        """Append single messages from many writers at once, with one flush request.
+
+        Each message gets the result ``put_message_nowait`` would give it (a
+        bad one is refused alone) and its own record; the group shares one
+        lock hold, one store time, one compiled layout pass, one ConsumeQueue
+        write per queue, one index insert and, with SYNC_FLUSH, one group
+        commit request (the returned future covers every appended message).
+        """
+        if len(msgs) == 1:
+            res, future = self.put_message_nowait(msgs[0])
+            return [res], future
+        results: list[PutMessageResult] = [_not_running()] * len(msgs)
+        group = SingleGroup.of(msgs)
+        good = self._check_group(group, results)
+        if good is not None:
+            if not good:
+                return results, None
+            group = SingleGroup.of([msgs[i] for i in good])
+        keys = list(zip(group.topics, group.queue_ids, strict=True))
+        queues = list(dict.fromkeys(keys))  # distinct (topic, queue id), first-seen order
+        if len(queues) == 1:
+            slot_of: list[int] = [0] * len(keys)
+        else:
+            slot = {key: s for s, key in enumerate(queues)}
+            slot_of = [slot[key] for key in keys]
+        slots = np.zeros((len(queues), 3), dtype=np.int64)
+        with self._put_lock:
+            if not self.running:  # shutdown began after the checks above
+                return results, None
+            for s, (topic, queue_id) in enumerate(queues):
+                cq = self.consume_queue(topic, queue_id)
+                if cq is not None:
+                    slots[s, Q_BASE] = cq.max_offset
+            ts = self._store_timestamp()
+            appended = self.commit_log.append_singles(group, slot_of, slots, store_timestamp=ts)
+            entries = appended.cq_entries
+            rows = slots.tolist()
+            for (topic, queue_id), (base, count, first) in zip(queues, rows, strict=True):
+                cq = self.consume_queue(topic, queue_id, create=True)
+                assert cq is not None
+                cq.put_entries(base, entries[first * 20 : (first + count) * 20])
+            if len(appended.key_hashes) and self.config.message_index_enable:
+                self.index.put_hashes(appended.key_hashes, appended.key_offsets, ts)
+            self.dispatched_offset = appended.end_offset
+        if self.arrival_listeners:
+            for (topic, queue_id), (base, count, _) in zip(queues, rows, strict=True):
+                for listener in self.arrival_listeners:
+                    listener(topic, queue_id, base + count)
+        future = self._group_commit.submit(appended.end_offset) if self._group_commit else None
+        ok = PutMessageStatus.PUT_OK
+        placed = appended.out.tolist()
+        if good is None:
+            return [
+                PutMessageResult(ok, AppendResult(o, z, q, 1, ts)) for o, z, q in placed
+            ], future
+        for i, (o, z, q) in zip(good, placed, strict=True):
+            results[i] = PutMessageResult(ok, AppendResult(o, z, q, 1, ts))
+        return results, future
+
+    def _check_group(self, group: SingleGroup, results: list[PutMessageResult]) -> list[int] | None:
+        """None when every message may be appended; else the indexes of those that may
+        (``results`` gets the refusals)."""
+        log_ = self.commit_log
+        body_lens, props_lens = group.body_lens, group.props_lens
+        if (
+            self.running
+            and all(self._check(t, 0, ()) is None and log_.topic_fits(t) for t in set(group.topics))
+            and min(group.queue_ids) >= 0
+            and min(body_lens) > 0
+            and max(body_lens) <= self.config.max_message_size
+            and max(props_lens) <= MAX_PROPERTIES_BYTES
+            and RECORD_FIXED + MAX_TOPIC_BYTES + max(map(operator.add, body_lens, props_lens))
+            + END_FILE_MIN_BLANK_LENGTH <= log_.segment_size
+        ):  # fmt: skip
+            return None
+        good: list[int] = []
+        for i, m in enumerate(group.msgs):  # find which ones, and why
+            bad = self._check(m.topic, m.queue_id, (m.body,))
+            if bad is None:
+                problem = log_.check_single(m)
+                if problem is None:
+                    good.append(i)
+                    continue
+                bad = PutMessageResult(problem.status, message=str(problem))
+            results[i] = bad
+        return good
 
     def _after_append(
         self, topic: str, queue_id: int, res: AppendResult
