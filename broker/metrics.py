@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from broker.store.store import MessageStore
@@ -43,6 +43,24 @@ class _StoreCollector(Collector):
             "pymq_store_last_flush_seconds", "duration of the last CommitLog flush",
             value=store.last_flush_seconds,
         )  # fmt: skip
+        yield CounterMetricFamily(
+            "pymq_store_append_groups", "appends of single messages combined into one group",
+            value=store.groups_appended,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "pymq_store_grouped_messages", "single messages appended as part of a group",
+            value=store.messages_grouped,
+        )  # fmt: skip
+        commits = store.group_commit_stats()
+        if commits is not None:
+            yield CounterMetricFamily(
+                "pymq_store_group_commits", "SYNC_FLUSH fsyncs (each covers a group of appends)",
+                value=commits[0],
+            )  # fmt: skip
+            yield CounterMetricFamily(
+                "pymq_store_group_commit_requests", "append requests those fsyncs covered",
+                value=commits[1],
+            )  # fmt: skip
         queues = GaugeMetricFamily(
             "pymq_queue_max_offset", "messages ever stored in a queue", labels=["topic", "queue"]
         )

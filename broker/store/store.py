@@ -91,6 +91,8 @@ class MessageStore:
         self._valid_topics: set[str] = set()
         self._last_store_ts = 0
         self._group_commit: GroupCommitService | None = None
+        self.groups_appended = 0  # put_group_nowait calls that appended something
+        self.messages_grouped = 0  # messages they appended
         self._services: list[PeriodicService] = []
 
     # -- lifecycle ---------------------------------------------------------------
@@ -378,6 +380,8 @@ class MessageStore:
                     slots[s, Q_BASE] = cq.max_offset
             ts = self._store_timestamp()
             appended = self.commit_log.append_singles(group, slot_of, slots, store_timestamp=ts)
+            self.groups_appended += 1
+            self.messages_grouped += len(group)
             entries = appended.cq_entries
             rows = slots.tolist()
             for (topic, queue_id), (base, count, first) in zip(queues, rows, strict=True):
@@ -429,6 +433,11 @@ class MessageStore:
                 bad = PutMessageResult(problem.status, message=str(problem))
             results[i] = bad
         return good
+
+    def group_commit_stats(self) -> tuple[int, int] | None:
+        """SYNC_FLUSH: (fsyncs done, append requests they covered); else None."""
+        gc = self._group_commit
+        return None if gc is None else (gc.groups, gc.requests_served)
 
     def _after_append(
         self, topic: str, queue_id: int, res: AppendResult

@@ -3,7 +3,8 @@
 numba loads each kernel from its on-disk cache on first call, which takes
 about a second in all; without this the first batch send or pull after a
 broker starts is that much slower. A throwaway store in a temp dir runs
-every path once (append single and batch, read, index lookup, recovery).
+every path once (append single, group and batch, read, index lookup,
+recovery).
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ def warm_up_kernels() -> float:
             BatchInner.from_messages(msgs, queue_id=0, born_timestamp=0, uniq_keys=uniq)
         )
         store.put_message(MessageInner.from_message(msgs[0], queue_id=0, born_timestamp=0))
+        store.put_group_nowait(
+            [MessageInner.from_message(m, queue_id=q, born_timestamp=0) for q, m in enumerate(msgs)]
+        )
         store.get_message("WarmUp", 0, 0, 8).bodies()
         store.query_message("WarmUp", "k")
         store.close()  # no clean shutdown: the restart below runs abnormal recovery

@@ -8,7 +8,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from broker_http_helpers import ClientFactory, body_of, pull_ok, q, send, topic_status
+from broker_http_helpers import ClientFactory, body_of, metric, pull_ok, q, send, topic_status
 from fastapi.testclient import TestClient
 
 from broker.store.config import FlushDiskType
@@ -36,6 +36,12 @@ def test_concurrent_single_sends_share_groups_and_flushes(make_client: ClientFac
     assert ctrl.store.commit_log.flushed_offset() >= ctrl.store.dispatched_offset
     assert appender.messages == 321
     assert appender.groups < appender.messages  # sends really were combined
+    grouped = metric(client, "pymq_store_grouped_messages_total")
+    groups = metric(client, "pymq_store_append_groups_total")
+    assert groups is not None and grouped is not None and 0 < groups < grouped <= 321
+    fsyncs = metric(client, "pymq_store_group_commits_total")
+    covered = metric(client, "pymq_store_group_commit_requests_total")
+    assert fsyncs is not None and covered is not None and 0 < fsyncs <= covered
     for queue in range(4):
         offsets = sorted(a["queue_offset"] for a in answers if a["queue_id"] == queue)
         first = 1 if queue == 0 else 0
