@@ -58,7 +58,6 @@ from connector.protocol.rest import SendBackRequest, SendMessageRequest
 __all__ = ["Routed", "SendMessageProcessor", "SendOutcome", "raise_for_status"]
 
 P = PropertyKeys
-_DELAY_MARK = (P.DELAY_TIME_LEVEL + "\x01").encode()
 _NOT_STORED: dict[PutMessageStatus, type[PyMQError]] = {
     PutMessageStatus.MESSAGE_ILLEGAL: MessageIllegalError,
     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: MessageIllegalError,
@@ -354,20 +353,18 @@ class SendMessageProcessor:
                 born_host=born_host,
             )
             return self.put_single(routed)
-        if _DELAY_MARK in data and any(
-            P.DELAY_TIME_LEVEL in decode_properties(props)
-            for props in decode_batch(
-                data, max_message_size=self.store.config.max_message_size
-            ).properties
-        ):
+        new_topics: list[TopicConfig] = []
+        _, queue_id = self.check(topic, queue_id, new_topics=new_topics)
+        batch = BatchInner(topic, queue_id, data, born_timestamp=born, born_host=born_host)
+        scanned, reason = self.store.scan(batch)  # compiled: checks, CRCs, TAGS/KEYS/DELAY
+        if scanned is None:
+            raise MessageIllegalError(reason)
+        if scanned.delayed:
             # as RocketMQ: a delayed message must be sent on its own
             raise MessageIllegalError(
                 "delay levels are not supported in a batch of several messages"
             )
-        new_topics: list[TopicConfig] = []
-        _, queue_id = self.check(topic, queue_id, new_topics=new_topics)
-        batch = BatchInner(topic, queue_id, data, born_timestamp=born, born_host=born_host)
-        put, flushed = self.store.put_messages_nowait(batch)
+        put, flushed = self.store.put_messages_nowait(batch, scanned)
         raise_for_status(put)
         for cfg in new_topics:
             self.topics.ensure(cfg)

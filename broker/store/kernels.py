@@ -144,54 +144,57 @@ def _scan_batch(
     tags_codes: Any,
     key_hashes: Any,
     key_msgs: Any,
-) -> tuple[int, int, int]:  # pragma: no cover - compiled
-    """Walk and check every entry; collect CRCs, TAGS hashes and KEYS / UNIQ_KEY hashes.
+) -> tuple[int, int, int, bool]:  # pragma: no cover - compiled
+    """Walk and check every entry; collect CRCs, TAGS hashes and KEYS / UNIQ_KEY hashes,
+    and note whether any entry has a DELAY property.
 
     Helpers are ``inline="always"``: called, a numba helper that takes arrays
     pays reference counting every time, which dominated this loop once.
-    Returns (status, entries, keys); status 0 is success, else a BATCH_ERRORS key.
+    Returns (status, entries, keys, delayed); status 0 is success, else a BATCH_ERRORS key.
     """
     end = buf.shape[0]
     if end == 0:
-        return 10, 0, 0
+        return 10, 0, 0, False
     pos = 0
     n = 0
     nkeys = 0
+    delayed = False
     while pos < end:
         if n >= max_count or n >= starts.shape[0]:
-            return 9, n, nkeys
+            return 9, n, nkeys, False
         if end - pos < ENTRY_OVERHEAD:
-            return 1, n, nkeys
+            return 1, n, nkeys, False
         total = _get_i32(buf, pos)
         if _get_u32(buf, pos + 4) != MESSAGE_MAGIC:
-            return 2, n, nkeys
+            return 2, n, nkeys, False
         if total < ENTRY_OVERHEAD or total > end - pos:
-            return 3, n, nkeys
+            return 3, n, nkeys, False
         body_len = _get_i32(buf, pos + 16)
         if body_len <= 0:
-            return 4, n, nkeys
+            return 4, n, nkeys, False
         if body_len > max_body:
-            return 5, n, nkeys
+            return 5, n, nkeys, False
         body_end = pos + ENTRY_HEAD + body_len
         if body_end + 2 > pos + total:
-            return 6, n, nkeys
+            return 6, n, nkeys, False
         props_len = (np.int64(byte_at(buf, body_end)) << 8) | np.int64(byte_at(buf, body_end + 1))
         if props_len & 0x8000 or body_end + 2 + props_len != pos + total:
-            return 7, n, nkeys
+            return 7, n, nkeys, False
         crc = crc32(t, buf, pos + ENTRY_HEAD, body_end, 0) & 0x7FFFFFFF
         if crc != _get_i32(buf, pos + 8):
-            return 8, n, nkeys
+            return 8, n, nkeys, False
         starts[n] = pos
         body_lens[n] = body_len
         props_lens[n] = props_len
         flags[n] = _get_i32(buf, pos + 12)
         crcs[n] = crc
-        tags_codes[n], nkeys = _scan_props(
+        tags_codes[n], nkeys, delay = _scan_props(
             buf, body_end + 2, pos + total, t, prefix, n, key_hashes, key_msgs, nkeys
         )
+        delayed |= delay
         n += 1
         pos += total
-    return 0, n, nkeys
+    return 0, n, nkeys, delayed
 
 
 class ScannedBatch:
@@ -202,6 +205,7 @@ class ScannedBatch:
         "count",
         "crcs",
         "data",
+        "delayed",
         "flags",
         "key_hashes",
         "key_msgs",
@@ -222,8 +226,10 @@ class ScannedBatch:
         tags_codes: np.ndarray,
         key_hashes: np.ndarray,
         key_msgs: np.ndarray,
+        delayed: bool = False,
     ) -> None:
         self.data = data
+        self.delayed = delayed  # some entry has a DELAY property
         self.count = count
         self.starts = starts[:count]
         self.body_lens = body_lens[:count]
@@ -251,14 +257,14 @@ def scan_batch(
     )
     key_hashes = block[6 * cap : 6 * cap + key_cap]
     key_msgs = block[6 * cap + key_cap :]
-    status, n, nkeys = _scan_batch(
+    status, n, nkeys, delayed = _scan_batch(
         buf, max_message_size, max_count, zlib.crc32(f"{topic}#".encode()), CRC_TABLE,
         starts, body_lens, props_lens, flags, crcs, tags_codes, key_hashes, key_msgs,
     )  # fmt: skip
     if status:
         return None, BATCH_ERRORS[status].format(index=n)
     return ScannedBatch(buf, n, starts, body_lens, props_lens, flags, crcs, tags_codes,
-                        key_hashes[:nkeys], key_msgs[:nkeys]), ""  # fmt: skip
+                        key_hashes[:nkeys], key_msgs[:nkeys], delayed), ""  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
@@ -434,7 +440,7 @@ def encode_single_records(
         out[j, O_OFFSET] = phys
         out[j, O_SIZE] = size
         out[j, O_QUEUE_OFFSET] = queue_offset
-        _, nkeys = _scan_props(
+        _, nkeys, _ = _scan_props(
             src, props_at, props_at + plen, crc_table, topics[t, T_KEY_PREFIX], j,
             key_hashes[:, 0], key_hashes[:, 1], nkeys,
         )  # fmt: skip
@@ -522,13 +528,15 @@ def _scan_props(
     key_hashes: Any,
     key_recs: Any,
     nkeys: int,
-) -> tuple[int, int]:  # pragma: no cover - compiled
-    """TAGS hash and KEYS / UNIQ_KEY hashes of one record's properties.
+) -> tuple[int, int, bool]:  # pragma: no cover - compiled
+    """TAGS hash and KEYS / UNIQ_KEY hashes of one record's properties, and whether
+    it has a DELAY (delay level) property.
 
-    Inlined into both scans (a call per record would pay reference counting
+    Inlined into every scan (a call per record would pay reference counting
     on its array arguments).
     """
     tags_code = 0
+    delay = False
     while p < pend:
         name_end = p
         while name_end < pend and byte_at(buf, name_end) != 1:
@@ -583,8 +591,17 @@ def _scan_props(
                     key_recs[nkeys] = rec
                     nkeys += 1
                 k = kend
+        elif (
+            nlen == 5
+            and byte_at(buf, p) == 68
+            and byte_at(buf, p + 1) == 69
+            and byte_at(buf, p + 2) == 76
+            and byte_at(buf, p + 3) == 65
+            and byte_at(buf, p + 4) == 89
+        ):  # DELAY
+            delay = True
         p = value_end + 1
-    return tags_code, nkeys
+    return tags_code, nkeys, delay
 
 
 @njit(cache=True, nogil=True)
@@ -667,7 +684,7 @@ def scan_log(
         store_ts[n] = (np.int64(_get_i32(buf, pos + 56)) << 32) | _get_u32(buf, pos + 60)
         topic_pos[n] = tp + 1
         topic_lens[n] = tl
-        tags_codes[n], nkeys = _scan_props(
+        tags_codes[n], nkeys, _ = _scan_props(
             buf, pp + 2, pos + total, t, prefix, n, key_hashes, key_recs, nkeys
         )
         n += 1

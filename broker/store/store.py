@@ -29,7 +29,7 @@ from broker.store.consume_queue import ConsumeQueue
 from broker.store.flush import FlushRealTimeService, GroupCommitService, PeriodicService
 from broker.store.index import IndexService
 from broker.store.inner import BatchInner, MessageInner
-from broker.store.kernels import Q_BASE, RECORD_FIXED, check_records, scan_batch
+from broker.store.kernels import Q_BASE, RECORD_FIXED, ScannedBatch, check_records, scan_batch
 from broker.store.read_result import GetMessageResult, RecordRun
 from broker.store.recovery import recover
 from broker.store.results import (
@@ -307,19 +307,27 @@ class MessageStore:
             self.dispatched_offset = res.end_offset
         return self._after_append(msg.topic, msg.queue_id, res)
 
+    def scan(self, batch: BatchInner) -> tuple[ScannedBatch | None, str]:
+        """Validate a batch and gather its columns (``(None, reason)`` if it is bad)."""
+        return scan_batch(
+            batch.data, topic=batch.topic, max_message_size=self.config.max_message_size
+        )
+
     def put_messages_nowait(
-        self, batch: BatchInner
+        self, batch: BatchInner, scanned: ScannedBatch | None = None
     ) -> tuple[PutMessageResult, Future[bool] | None]:
-        """Append a whole batch under one lock hold; nothing is written if any entry is bad."""
+        """Append a whole batch under one lock hold; nothing is written if any entry is bad.
+
+        ``scanned`` is ``scan(batch)`` when the caller already ran it.
+        """
         bad = self._check(batch.topic, batch.queue_id, ())
         if bad is not None:
             return bad, None
-        # validation, CRCs and property scans run before the lock (and without the GIL)
-        scanned, reason = scan_batch(
-            batch.data, topic=batch.topic, max_message_size=self.config.max_message_size
-        )
         if scanned is None:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message=reason), None
+            # validation, CRCs and property scans run before the lock (and without the GIL)
+            scanned, reason = self.scan(batch)
+            if scanned is None:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message=reason), None
         with self._put_lock:
             if not self.running:  # shutdown began after the check above
                 return _not_running(), None

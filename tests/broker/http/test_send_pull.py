@@ -377,3 +377,12 @@ def test_pull_of_a_queue_never_written_and_long_poll_bound(client: TestClient) -
     # wait_ms on a queue with messages answers at once
     found = pull_ok(client, "Polled", 0, 0, wait_ms=10_000)
     assert found["status"] == "FOUND"
+
+
+def test_a_delay_level_in_a_batch_of_several_is_refused(client: TestClient) -> None:
+    data = batch_bytes([(b"now", {}), (b"later", {"DELAY": "2"})])
+    resp = post_batch(client, "DelayBatch", data)
+    assert resp.status_code == 400, resp.text
+    assert "delay levels are not supported in a batch" in resp.json()["message"]
+    ok = batch_bytes([(b"now", {}), (b"named", {"DELAYED_BY": "me", "note": "DELAY"})])
+    assert send_batch(client, "DelayBatch", ok)["count"] == 2

@@ -164,3 +164,21 @@ def test_scan_never_crashes_and_agrees_on_random_bytes(data: bytes) -> None:
         ok = False
     scanned, _ = scan_batch(data, topic=TOPIC, max_message_size=4096)
     assert (scanned is not None) == ok
+
+
+@pytest.mark.parametrize(
+    ("props", "delayed"),
+    [
+        ({"DELAY": "3"}, True),
+        ({"TAGS": "a", "DELAY": "1", "KEYS": "k"}, True),
+        ({"DELAYX": "3"}, False),
+        ({"XDELAY": "3"}, False),
+        ({"note": "DELAY"}, False),
+        ({}, False),
+    ],
+)
+def test_scan_notes_a_delay_level_property(props: dict[str, str], delayed: bool) -> None:
+    data = encode_batch([(b"plain", 0, b""), (b"body", 0, encode_properties(props))])
+    scanned, reason = scan_batch(data, topic=TOPIC, max_message_size=4096)
+    assert scanned is not None, reason
+    assert bool(scanned.delayed) is delayed
