@@ -43,22 +43,31 @@ def _log_bytes(store: MessageStore) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(store.config.commit_log_dir.iterdir()))
 
 
+def _message(
+    topic: str,
+    queue_id: int,
+    size: int,
+    tags: str | None,
+    keys: list[str],
+    flag: int,
+    sys_flag: int,
+    reconsume: int,
+    host: str,
+) -> MessageInner:
+    m = MessageInner.from_message(
+        Message(topic=topic, body=b"b" * size, tags=tags, keys=keys, flag=flag),
+        queue_id=queue_id,
+        born_timestamp=BORN_TS + size,
+        born_host=encode_host(host, 40_000 + size),
+        uniq_key=f"U{size:05d}{queue_id}",
+        sys_flag=sys_flag,
+    )
+    m.reconsume_times = reconsume  # as a retried message carries it
+    return m
+
+
 messages = st.builds(
-    lambda topic, queue_id, size, tags, keys, flag, sys_flag, reconsume, host: MessageInner(
-        **{
-            **vars_of(
-                MessageInner.from_message(
-                    Message(topic=topic, body=b"b" * size, tags=tags, keys=keys, flag=flag),
-                    queue_id=queue_id,
-                    born_timestamp=BORN_TS + size,
-                    born_host=encode_host(host, 40_000 + size),
-                    uniq_key=f"U{size:05d}{queue_id}",
-                    sys_flag=sys_flag,
-                )
-            ),
-            "reconsume_times": reconsume,
-        }
-    ),
+    _message,
     topic=st.sampled_from([TOPIC, "Other", "T" * 127]),
     queue_id=st.integers(0, 3),
     size=st.integers(1, 3000),
@@ -69,10 +78,6 @@ messages = st.builds(
     reconsume=st.integers(0, 16),
     host=st.sampled_from(["127.0.0.1", "10.1.2.3", "255.255.255.254"]),
 )
-
-
-def vars_of(m: MessageInner) -> dict[str, Any]:
-    return {name: getattr(m, name) for name in MessageInner.__slots__}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
