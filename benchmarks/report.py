@@ -345,7 +345,12 @@ def store_rows(s: dict[str, Any]) -> list[list[str]]:
     for key, label, target in (
         ("batch_append", "batch append, 1,000 a call, ASYNC_FLUSH", ">= 1,000,000"),
         ("read_bodies", "read by offset, 1,000 a call, to bodies", ">= 2,000,000"),
-        ("sync_64_tasks", "SYNC_FLUSH, 64 asyncio writers (group commit)", ">= 50,000"),
+        (
+            "sync_64_tasks",
+            "SYNC_FLUSH, 64 asyncio writers (uvloop, GroupAppender, group commit)",
+            ">= 50,000",
+        ),
+        ("sync_64_tasks_unbatched", "SYNC_FLUSH, 64 asyncio writers each appending alone", ""),
         ("sync_64_threads", "SYNC_FLUSH, 64 thread writers", ""),
         ("sync_1_writer", "SYNC_FLUSH, 1 writer", ""),
     ):

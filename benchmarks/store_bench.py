@@ -385,11 +385,12 @@ def main() -> int:
             if "read" not in skip:
                 results["read_bodies"] = bench_read(store_dir, runs)
         if "sync" not in skip:
-            per = 100 if args.quick else 500
+            per = 100 if args.quick else 1500  # ~2-4 s a run: short runs were noisy
             results["sync_64_tasks"] = bench_sync(base, runs, 64, per, "asyncio")
             results["sync_64_tasks_unbatched"] = bench_sync(
                 base, runs, 64, per, "asyncio-unbatched"
             )
+            per = 100 if args.quick else 500  # threads and one writer are slower
             results["sync_64_threads"] = bench_sync(base, runs, 64, per, "threads")
             results["sync_1_writer"] = bench_sync(base, runs, 1, per * 4, "threads")
         if "recovery" not in skip:
