@@ -162,7 +162,9 @@ def test_large_batches_of_plain_and_mixed_messages(cluster: LocalCluster) -> Non
         mixed = [Message(topic=topic, body=b"m%d" % i) for i in range(39)]
         mixed.append(Message(topic=topic, body=b"keyed", keys=["k1"]))
         results = [producer.send_batch(plain), producer.send_batch(mixed)]
-        wait_route(producer, topic, 1)
+        # each batch may have created the topic on another broker: wait until the
+        # NameServer routes to every broker that took one (the consumer reads routes)
+        wait_route(producer, topic, len({r.queue.broker_name for r in results}))
         for r, sent in zip(results, [plain, mixed], strict=True):
             assert r.status is SendStatus.SEND_OK and len(set(r.msg_ids)) == 40
             got = c.pull(r.queue, r.queue_offset, 40).messages
