@@ -520,6 +520,17 @@ class MessageStore:
             entries = cq.get_entries(next_offset, chunk)
             if len(entries) == 0:
                 break
+            if wanted is None and int(entries["offset"][0]) >= min_phys:
+                # the common read: no filter, nothing removed (entries are in log order)
+                chunk_bytes = int(entries["size"].sum(dtype=np.int64))
+                if total_bytes + chunk_bytes <= max_bytes:
+                    picked.append(np.arange(next_offset, next_offset + len(entries)))
+                    picked_entries.append(entries)
+                    total_bytes += chunk_bytes
+                    count += len(entries)
+                    next_offset += len(entries)
+                    scanned += len(entries)
+                    continue
             keep = entries["offset"] >= min_phys
             removed = removed or not bool(keep.all())
             if wanted is not None:
@@ -550,8 +561,8 @@ class MessageStore:
             else:
                 status = GetMessageStatus.OFFSET_FOUND_NULL
             return GetMessageResult(status, next_offset, lo, hi)
-        qoffs = np.concatenate(picked)
-        chosen = np.concatenate(picked_entries)
+        qoffs = np.concatenate(picked) if len(picked) > 1 else picked[0]
+        chosen = np.concatenate(picked_entries) if len(picked_entries) > 1 else picked_entries[0]
         runs = self._read_runs(chosen["offset"].astype(np.int64), chosen["size"].astype(np.int64))
         if runs is None:
             return GetMessageResult(GetMessageStatus.MESSAGE_WAS_REMOVING, next_offset, lo, hi)
