@@ -357,6 +357,8 @@ class CommitLog:
                 CRC_TABLE,
             )  # fmt: skip
             if i_next == i:  # the next record does not fit: close this segment
+                if at == 0:  # not even in an empty one (``check_single`` prevents this)
+                    raise RecordTooLarge(f"a record cannot fit a {self.segment_size}-byte segment")
                 self._fill_blank(mf)
                 self.queue.create(mf.end_offset)
                 continue

@@ -25,7 +25,7 @@ import numpy as np
 from broker.store.checkpoint import Checkpoint
 from broker.store.commitlog import CommitLog, RecordTooLarge, SingleGroup
 from broker.store.config import FlushDiskType, StoreConfig
-from broker.store.consume_queue import ConsumeQueue
+from broker.store.consume_queue import CQ_ENTRY_SIZE, ConsumeQueue
 from broker.store.flush import FlushRealTimeService, GroupCommitService, PeriodicService
 from broker.store.index import IndexService
 from broker.store.inner import BatchInner, MessageInner
@@ -390,12 +390,12 @@ class MessageStore:
             appended = self.commit_log.append_singles(group, slot_of, slots, store_timestamp=ts)
             self.groups_appended += 1
             self.messages_grouped += len(group)
-            entries = appended.cq_entries
+            entries = appended.cq_entries.reshape(-1, CQ_ENTRY_SIZE)  # each queue's rows together
             rows = slots.tolist()
             for (topic, queue_id), (base, count, first) in zip(queues, rows, strict=True):
                 cq = self.consume_queue(topic, queue_id, create=True)
                 assert cq is not None
-                cq.put_entries(base, entries[first * 20 : (first + count) * 20])
+                cq.put_entries(base, entries[first : first + count])
             if len(appended.key_hashes) and self.config.message_index_enable:
                 self.index.put_hashes(appended.key_hashes, appended.key_offsets, ts)
             self.dispatched_offset = appended.end_offset
@@ -407,9 +407,8 @@ class MessageStore:
         ok = PutMessageStatus.PUT_OK
         placed = appended.out.tolist()
         if good is None:
-            return [
-                PutMessageResult(ok, AppendResult(o, z, q, 1, ts)) for o, z, q in placed
-            ], future
+            results = [PutMessageResult(ok, AppendResult(o, z, q, 1, ts)) for o, z, q in placed]
+            return results, future
         for i, (o, z, q) in zip(good, placed, strict=True):
             results[i] = PutMessageResult(ok, AppendResult(o, z, q, 1, ts))
         return results, future
