@@ -44,11 +44,11 @@ class _StoreCollector(Collector):
             value=store.last_flush_seconds,
         )  # fmt: skip
         yield CounterMetricFamily(
-            "pymq_store_append_groups", "appends of single messages combined into one group",
+            "pymq_store_append_groups", "group appends of concurrent single messages (one or more)",
             value=store.groups_appended,
         )  # fmt: skip
         yield CounterMetricFamily(
-            "pymq_store_grouped_messages", "single messages appended as part of a group",
+            "pymq_store_grouped_messages", "single messages appended by those group appends",
             value=store.messages_grouped,
         )  # fmt: skip
         commits = store.group_commit_stats()

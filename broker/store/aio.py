@@ -71,8 +71,6 @@ class GroupAppender:
         self.waiter = waiter if waiter is not None else FlushWaiter()
         self._msgs: list[MessageInner] = []
         self._futs: list[asyncio.Future[PutMessageResult]] = []
-        self.groups = 0
-        self.messages = 0
 
     def put(self, msg: MessageInner) -> asyncio.Future[PutMessageResult]:
         loop = asyncio.get_running_loop()
@@ -90,8 +88,6 @@ class GroupAppender:
         if not msgs:
             return
         self._msgs, self._futs = [], []
-        self.groups += 1
-        self.messages += len(msgs)
         try:
             results, flushed = self.store.put_group_nowait(msgs)
         except Exception as exc:  # a store defect: fail these sends, keep the loop alive

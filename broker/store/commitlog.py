@@ -143,10 +143,7 @@ class CommitLog:
         return self.queue.max_offset()
 
     def _segment_for(self, size: int) -> MappedFile:
-        if size + END_FILE_MIN_BLANK_LENGTH > self.segment_size:
-            raise RecordTooLarge(
-                f"a record of {size} bytes cannot fit a {self.segment_size}-byte segment"
-            )
+        """The segment a ``size``-byte record goes to (``_record_size`` checked it fits one)."""
         mf = self.queue.last_for_append()
         if size + END_FILE_MIN_BLANK_LENGTH > mf.remaining:
             self._fill_blank(mf)
@@ -177,34 +174,33 @@ class CommitLog:
             return False
         return True
 
-    def check_single(self, msg: MessageInner) -> RecordTooLarge | None:
-        """Why ``msg`` cannot become a record, or None (``append_singles`` expects checked ones)."""
-        try:
-            topic = self._topic(msg.topic)
-        except RecordTooLarge as exc:
-            return exc
+    def _record_size(self, msg: MessageInner) -> int:
+        """The size of ``msg``'s record; RecordTooLarge if it cannot be one."""
+        topic = self._topic(msg.topic)
         if len(msg.properties) > MAX_PROPERTIES_BYTES:
-            return RecordTooLarge(
+            raise RecordTooLarge(
                 f"properties of {len(msg.properties)} bytes exceed {MAX_PROPERTIES_BYTES}",
                 PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
             )
         size = RECORD_FIXED + len(topic) + len(msg.body) + len(msg.properties)
         if size + END_FILE_MIN_BLANK_LENGTH > self.segment_size:
-            return RecordTooLarge(
+            raise RecordTooLarge(
                 f"a record of {size} bytes cannot fit a {self.segment_size}-byte segment"
             )
+        return size
+
+    def check_single(self, msg: MessageInner) -> RecordTooLarge | None:
+        """Why ``msg`` cannot become a record, or None (``append_singles`` expects checked ones)."""
+        try:
+            self._record_size(msg)
+        except RecordTooLarge as exc:
+            return exc
         return None
 
     def append(self, msg: MessageInner, *, queue_offset: int, store_timestamp: int) -> AppendResult:
         """Append one record (the single-message path: struct, no numpy)."""
-        topic = self._topic(msg.topic)
-        body, props = msg.body, msg.properties
-        if len(props) > MAX_PROPERTIES_BYTES:
-            raise RecordTooLarge(
-                f"properties of {len(props)} bytes exceed {MAX_PROPERTIES_BYTES}",
-                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-            )
-        size = RECORD_FIXED + len(topic) + len(body) + len(props)
+        size = self._record_size(msg)
+        topic, body, props = self._topic_bytes[msg.topic], msg.body, msg.properties
         mf = self.queue.last()
         if mf is None or size + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
             mf = self._segment_for(size)

@@ -21,7 +21,16 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from connector.protocol.jit import CRC_TABLE, byte_at, copy_bytes, crc32
+from connector.protocol.jit import (
+    CRC_TABLE,
+    byte_at,
+    copy_bytes,
+    crc32,
+    get_i32,
+    get_u32,
+    put_i32,
+    put_i64,
+)
 
 __all__ = [
     "BATCH_ERRORS",
@@ -48,37 +57,6 @@ BATCH_ERRORS = {
     9: "batch holds more than the allowed number of messages",
     10: "empty batch",
 }
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _get_u32(buf: Any, p: int) -> int:  # pragma: no cover - compiled
-    return (
-        (np.int64(byte_at(buf, p)) << 24)
-        | (np.int64(byte_at(buf, p + 1)) << 16)
-        | (np.int64(byte_at(buf, p + 2)) << 8)
-        | np.int64(byte_at(buf, p + 3))
-    )
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _get_i32(buf: Any, p: int) -> int:  # pragma: no cover - compiled
-    v = _get_u32(buf, p)
-    return v - (1 << 32) if v & 0x80000000 else v
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _put_i32(buf: Any, p: int, v: int) -> None:  # pragma: no cover - compiled
-    at = np.uint64(p)
-    buf[at] = (v >> 24) & 0xFF
-    buf[at + np.uint64(1)] = (v >> 16) & 0xFF
-    buf[at + np.uint64(2)] = (v >> 8) & 0xFF
-    buf[at + np.uint64(3)] = v & 0xFF
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _put_i64(buf: Any, p: int, v: int) -> None:  # pragma: no cover - compiled
-    for k in range(8):
-        buf[np.uint64(p + k)] = (v >> (56 - 8 * k)) & 0xFF
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -164,12 +142,12 @@ def _scan_batch(
             return 9, n, nkeys, False
         if end - pos < ENTRY_OVERHEAD:
             return 1, n, nkeys, False
-        total = _get_i32(buf, pos)
-        if _get_u32(buf, pos + 4) != MESSAGE_MAGIC:
+        total = get_i32(buf, pos)
+        if get_u32(buf, pos + 4) != MESSAGE_MAGIC:
             return 2, n, nkeys, False
         if total < ENTRY_OVERHEAD or total > end - pos:
             return 3, n, nkeys, False
-        body_len = _get_i32(buf, pos + 16)
+        body_len = get_i32(buf, pos + 16)
         if body_len <= 0:
             return 4, n, nkeys, False
         if body_len > max_body:
@@ -181,12 +159,12 @@ def _scan_batch(
         if props_len & 0x8000 or body_end + 2 + props_len != pos + total:
             return 7, n, nkeys, False
         crc = crc32(t, buf, pos + ENTRY_HEAD, body_end, 0) & 0x7FFFFFFF
-        if crc != _get_i32(buf, pos + 8):
+        if crc != get_i32(buf, pos + 8):
             return 8, n, nkeys, False
         starts[n] = pos
         body_lens[n] = body_len
         props_lens[n] = props_len
-        flags[n] = _get_i32(buf, pos + 12)
+        flags[n] = get_i32(buf, pos + 12)
         crcs[n] = crc
         tags_codes[n], nkeys, delay = _scan_props(
             buf, body_end + 2, pos + total, t, prefix, n, key_hashes, key_msgs, nkeys
@@ -305,12 +283,12 @@ def encode_batch_records(
         size = RECORD_FIXED + tlen + blen + plen
         phys = phys_base + p
         copy_bytes(dst, p, template, 0, 88)
-        _put_i32(dst, p, size)
-        _put_i32(dst, p + 8, crcs[j])
-        _put_i32(dst, p + 16, flags[j])
-        _put_i64(dst, p + 20, first_queue_offset + i)
-        _put_i64(dst, p + 28, phys)
-        _put_i32(dst, p + 84, blen)
+        put_i32(dst, p, size)
+        put_i32(dst, p + 8, crcs[j])
+        put_i32(dst, p + 16, flags[j])
+        put_i64(dst, p + 20, first_queue_offset + i)
+        put_i64(dst, p + 28, phys)
+        put_i32(dst, p + 84, blen)
         s = starts[j] + ENTRY_HEAD
         copy_bytes(dst, p + 88, src, s, blen)
         q = p + 88 + blen
@@ -320,9 +298,9 @@ def encode_batch_records(
         s += blen  # PROPLEN and properties are the same bytes in both layouts
         copy_bytes(dst, q, src, s, 2 + plen)
         c = i * 20
-        _put_i64(cq_out, c, phys)
-        _put_i32(cq_out, c + 8, size)
-        _put_i64(cq_out, c + 12, tags_codes[j])
+        put_i64(cq_out, c, phys)
+        put_i32(cq_out, c + 8, size)
+        put_i64(cq_out, c + 12, tags_codes[j])
         out_offsets[j] = phys
         out_sizes[j] = size
 
@@ -411,21 +389,21 @@ def encode_single_records(
         rank[q] += 1
         p = pos
         phys = phys_base + p
-        _put_i32(dst, p, size)
-        _put_i32(dst, p + 4, MESSAGE_MAGIC)
-        _put_i32(dst, p + 8, crc32(crc_table, src, body_at, body_at + blen, 0) & 0x7FFFFFFF)
-        _put_i32(dst, p + 12, table[j, S_QUEUE_ID])
-        _put_i32(dst, p + 16, table[j, S_FLAG])
-        _put_i64(dst, p + 20, queue_offset)
-        _put_i64(dst, p + 28, phys)
-        _put_i32(dst, p + 36, table[j, S_SYS_FLAG])
-        _put_i64(dst, p + 40, table[j, S_BORN_TS])
-        _put_i64(dst, p + 48, table[j, S_BORN_HOST])
-        _put_i64(dst, p + 56, store_timestamp)
-        _put_i64(dst, p + 64, store_host)
-        _put_i32(dst, p + 72, table[j, S_RECONSUME])
-        _put_i64(dst, p + 76, 0)
-        _put_i32(dst, p + 84, blen)
+        put_i32(dst, p, size)
+        put_i32(dst, p + 4, MESSAGE_MAGIC)
+        put_i32(dst, p + 8, crc32(crc_table, src, body_at, body_at + blen, 0) & 0x7FFFFFFF)
+        put_i32(dst, p + 12, table[j, S_QUEUE_ID])
+        put_i32(dst, p + 16, table[j, S_FLAG])
+        put_i64(dst, p + 20, queue_offset)
+        put_i64(dst, p + 28, phys)
+        put_i32(dst, p + 36, table[j, S_SYS_FLAG])
+        put_i64(dst, p + 40, table[j, S_BORN_TS])
+        put_i64(dst, p + 48, table[j, S_BORN_HOST])
+        put_i64(dst, p + 56, store_timestamp)
+        put_i64(dst, p + 64, store_host)
+        put_i32(dst, p + 72, table[j, S_RECONSUME])
+        put_i64(dst, p + 76, 0)
+        put_i32(dst, p + 84, blen)
         copy_bytes(dst, p + 88, src, body_at, blen)
         e = p + 88 + blen
         dst[np.uint64(e)] = tlen
@@ -434,9 +412,9 @@ def encode_single_records(
         dst[np.uint64(e)] = (plen >> 8) & 0xFF
         dst[np.uint64(e + 1)] = plen & 0xFF
         copy_bytes(dst, e + 2, src, props_at, plen)
-        _put_i64(cq_out, c, phys)
-        _put_i32(cq_out, c + 8, size)
-        _put_i64(cq_out, c + 12, table[j, S_TAGS_CODE])
+        put_i64(cq_out, c, phys)
+        put_i32(cq_out, c + 8, size)
+        put_i64(cq_out, c + 12, table[j, S_TAGS_CODE])
         out[j, O_OFFSET] = phys
         out[j, O_SIZE] = size
         out[j, O_QUEUE_OFFSET] = queue_offset
@@ -466,17 +444,17 @@ def index_insert(
     for j in range(hashes.shape[0]):
         h = hashes[j]
         spos = 40 + np.int64(np.uint64(h) % np.uint64(slot_num)) * 4  # h >= 0: key_hash
-        prev = _get_i32(buf, spos)
+        prev = get_i32(buf, spos)
         if prev <= 0 or prev >= count:
             if prev == 0:
                 slot_count += 1
             prev = 0  # empty, or left pointing at an unwritten entry by a crash
         e = entries_at + count * 20
-        _put_i32(buf, e, h)
-        _put_i64(buf, e + 4, offsets[j])
-        _put_i32(buf, e + 12, time_diffs[j])
-        _put_i32(buf, e + 16, prev)
-        _put_i32(buf, spos, count)
+        put_i32(buf, e, h)
+        put_i64(buf, e + 4, offsets[j])
+        put_i32(buf, e + 12, time_diffs[j])
+        put_i32(buf, e + 16, prev)
+        put_i32(buf, spos, count)
         count += 1
     return count, slot_count
 
@@ -489,11 +467,11 @@ def check_records(
     for j in range(starts.shape[0]):
         p = starts[j]
         size = sizes[j]
-        if p + size > data.shape[0] or _get_i32(data, p) != size:
+        if p + size > data.shape[0] or get_i32(data, p) != size:
             return j
-        if _get_u32(data, p + 4) != MESSAGE_MAGIC:
+        if get_u32(data, p + 4) != MESSAGE_MAGIC:
             return j
-        blen = _get_i32(data, p + 84)
+        blen = get_i32(data, p + 84)
         if blen < 0 or 88 + blen + 3 > size:
             return j
         body_starts[j] = p + 88
@@ -640,8 +618,8 @@ def scan_log(
             return LOG_CHUNK_FULL, n, pos, nkeys
         if limit - pos < 8:
             return 3, n, pos, nkeys
-        total = _get_i32(buf, pos)
-        magic = _get_u32(buf, pos + 4)
+        total = get_i32(buf, pos)
+        magic = get_u32(buf, pos + 4)
         if total == 0 and magic == 0:
             return LOG_END_OF_DATA, n, pos, nkeys
         if magic == 0xCBD43194:
@@ -652,10 +630,10 @@ def scan_log(
             return 4, n, pos, nkeys
         if total < 91 or total > limit - pos:
             return 5, n, pos, nkeys
-        phys = (np.int64(_get_i32(buf, pos + 28)) << 32) | _get_u32(buf, pos + 32)
+        phys = (np.int64(get_i32(buf, pos + 28)) << 32) | get_u32(buf, pos + 32)
         if phys != base + pos:
             return 6, n, pos, nkeys
-        body_len = _get_i32(buf, pos + 84)
+        body_len = get_i32(buf, pos + 84)
         if body_len < 0 or 88 + body_len + 3 > total:
             return 7, n, pos, nkeys
         tp = pos + 88 + body_len
@@ -670,7 +648,7 @@ def scan_log(
             return LOG_CHUNK_FULL, n, pos, nkeys  # no room for every key this record may have
         if check_crc:
             crc = crc32(t, buf, pos + 88, tp, 0) & 0x7FFFFFFF
-            if crc != _get_i32(buf, pos + 8):
+            if crc != get_i32(buf, pos + 8):
                 return 10, n, pos, nkeys
         c = crc32(t, buf, tp + 1, pp, 0)
         topic_crcs[n] = c
@@ -679,9 +657,9 @@ def scan_log(
         prefix = c ^ 0xFFFFFFFF
         offsets[n] = base + pos
         sizes[n] = total
-        queue_ids[n] = _get_i32(buf, pos + 12)
-        queue_offsets[n] = (np.int64(_get_i32(buf, pos + 20)) << 32) | _get_u32(buf, pos + 24)
-        store_ts[n] = (np.int64(_get_i32(buf, pos + 56)) << 32) | _get_u32(buf, pos + 60)
+        queue_ids[n] = get_i32(buf, pos + 12)
+        queue_offsets[n] = (np.int64(get_i32(buf, pos + 20)) << 32) | get_u32(buf, pos + 24)
+        store_ts[n] = (np.int64(get_i32(buf, pos + 56)) << 32) | get_u32(buf, pos + 60)
         topic_pos[n] = tp + 1
         topic_lens[n] = tl
         tags_codes[n], nkeys, _ = _scan_props(

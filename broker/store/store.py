@@ -361,8 +361,11 @@ class MessageStore:
         write per queue, one index insert and, with SYNC_FLUSH, one group
         commit request (the returned future covers every appended message).
         """
-        if len(msgs) == 1:
+        if len(msgs) == 1:  # the struct path is cheaper for one
             res, future = self.put_message_nowait(msgs[0])
+            if res.ok:
+                self.groups_appended += 1
+                self.messages_grouped += 1
             return [res], future
         results: list[PutMessageResult] = [_not_running()] * len(msgs)
         group = SingleGroup.of(msgs)

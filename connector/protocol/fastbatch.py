@@ -22,25 +22,16 @@ from numba import njit
 
 from connector.errors import MessageIllegalError, MessageTooLargeError
 from connector.protocol.batch import BATCH_ENTRY_OVERHEAD, PreparedBatch
-from connector.protocol.jit import CRC_TABLE, copy_bytes, crc32_masked
+from connector.protocol.jit import CRC_TABLE, copy_bytes, crc32_masked, put_i32
 from connector.protocol.record import MESSAGE_MAGIC_CODE, record_size
 
-__all__ = ["ID_LEN", "encode_plain"]
+__all__ = ["encode_plain"]
 
 UNIQ_PREFIX = b"UNIQ_KEY\x01"
 TAGS_PREFIX = b"TAGS\x01"
 _UNIQ = np.frombuffer(UNIQ_PREFIX, dtype=np.uint8)
 _TAGS = np.frombuffer(TAGS_PREFIX, dtype=np.uint8)
 ID_LEN = 32
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _put32(out: Any, pos: int, v: int) -> None:  # pragma: no cover - compiled
-    at = np.uint64(pos)  # unsigned: no negative-index branch (see connector.protocol.jit)
-    out[at] = (v >> 24) & 0xFF
-    out[at + np.uint64(1)] = (v >> 16) & 0xFF
-    out[at + np.uint64(2)] = (v >> 8) & 0xFF
-    out[at + np.uint64(3)] = v & 0xFF
 
 
 @njit(cache=True, nogil=True)
@@ -56,7 +47,6 @@ def _encode(
     crc_table: Any,
     magic: int,
     out: Any,
-    totals: Any,
 ) -> None:  # pragma: no cover - compiled
     pos = 0
     for i in range(len(body_off) - 1):
@@ -65,13 +55,12 @@ def _encode(
         if has_tag[i]:
             props += len(tag_prefix) + tags_off[i + 1] - tags_off[i] + 1
         total = 22 + (b1 - b0) + props
-        totals[i] = total
         crc = crc32_masked(crc_table, body, b0, b1)
-        _put32(out, pos, total)
-        _put32(out, pos + 4, magic)
-        _put32(out, pos + 8, crc)
-        _put32(out, pos + 12, 0)
-        _put32(out, pos + 16, b1 - b0)
+        put_i32(out, pos, total)
+        put_i32(out, pos + 4, magic)
+        put_i32(out, pos + 8, crc)
+        put_i32(out, pos + 12, 0)
+        put_i32(out, pos + 16, b1 - b0)
         pos += 20
         copy_bytes(out, pos, body, b0, b1 - b0)
         pos += b1 - b0
@@ -132,10 +121,9 @@ def encode_plain(
         + np.where(has_tag, len(TAGS_PREFIX) + np.diff(tag_off) + 1, 0)
     )
     out = np.empty(int((BATCH_ENTRY_OVERHEAD + lengths + props).sum()), dtype=np.uint8)
-    totals = np.empty(n, dtype=np.int64)
     _encode(
         body, body_off, np.frombuffer(ids, dtype=np.uint8), tag_data, tag_off, has_tag,
-        _UNIQ, _TAGS, CRC_TABLE, MESSAGE_MAGIC_CODE, out, totals,
+        _UNIQ, _TAGS, CRC_TABLE, MESSAGE_MAGIC_CODE, out,
     )  # fmt: skip
     topic_len = len(topic.encode())
     sizes = (lengths + props + record_size(0, topic_len, 0)).tolist()

@@ -25,7 +25,17 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-__all__ = ["CRC_TABLE", "byte_at", "copy_bytes", "crc32", "crc32_masked"]
+__all__ = [
+    "CRC_TABLE",
+    "byte_at",
+    "copy_bytes",
+    "crc32",
+    "crc32_masked",
+    "get_i32",
+    "get_u32",
+    "put_i32",
+    "put_i64",
+]
 
 
 def _crc_tables() -> np.ndarray:
@@ -103,3 +113,37 @@ def copy_bytes(dst: Any, at: int, src: Any, start: int, n: int) -> None:  # prag
 def byte_at(buf: Any, i: int) -> Any:  # pragma: no cover - compiled
     """``buf[i]`` for ``i >= 0``, without the negative-index branch (see above)."""
     return buf[np.uint64(i)]
+
+
+# big-endian (Java order) fields; numba has no non-native byte order, so byte by byte
+
+
+@njit(cache=True, nogil=True, inline="always")
+def get_u32(buf: Any, p: int) -> int:  # pragma: no cover - compiled
+    return (
+        (np.int64(byte_at(buf, p)) << 24)
+        | (np.int64(byte_at(buf, p + 1)) << 16)
+        | (np.int64(byte_at(buf, p + 2)) << 8)
+        | np.int64(byte_at(buf, p + 3))
+    )
+
+
+@njit(cache=True, nogil=True, inline="always")
+def get_i32(buf: Any, p: int) -> int:  # pragma: no cover - compiled
+    v = get_u32(buf, p)
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def put_i32(buf: Any, p: int, v: int) -> None:  # pragma: no cover - compiled
+    at = np.uint64(p)
+    buf[at] = (v >> 24) & 0xFF
+    buf[at + np.uint64(1)] = (v >> 16) & 0xFF
+    buf[at + np.uint64(2)] = (v >> 8) & 0xFF
+    buf[at + np.uint64(3)] = v & 0xFF
+
+
+@njit(cache=True, nogil=True, inline="always")
+def put_i64(buf: Any, p: int, v: int) -> None:  # pragma: no cover - compiled
+    for k in range(8):
+        buf[np.uint64(p + k)] = (v >> (56 - 8 * k)) & 0xFF

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from connector.errors import CorruptRecordError
-from connector.protocol.jit import CRC_TABLE, byte_at, copy_bytes, crc32_masked
+from connector.protocol.jit import CRC_TABLE, byte_at, copy_bytes, crc32_masked, get_u32
 from connector.protocol.record import HEADER_SIZE, MESSAGE_MAGIC_CODE, OFF_BODYLEN, OFF_QUEUEOFFSET
 
 __all__ = [
@@ -31,16 +31,6 @@ __all__ = [
 ]
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _u32(buf: Any, pos: int) -> int:  # pragma: no cover - compiled
-    return (
-        (np.int64(byte_at(buf, pos)) << 24)
-        | (np.int64(byte_at(buf, pos + 1)) << 16)
-        | (np.int64(byte_at(buf, pos + 2)) << 8)
-        | np.int64(byte_at(buf, pos + 3))
-    )
-
-
 @njit(cache=True, nogil=True)
 def _walk(buf: Any, out: Any) -> tuple[int, int]:  # pragma: no cover - compiled
     """Fill ``out`` rows (start, size, body_start, body_len, props_start, props_len,
@@ -51,10 +41,10 @@ def _walk(buf: Any, out: Any) -> tuple[int, int]:  # pragma: no cover - compiled
     while pos < end:
         if pos + HEADER_SIZE > end or n >= len(out):
             return n, pos
-        size = _u32(buf, pos)
-        if size < HEADER_SIZE or pos + size > end or _u32(buf, pos + 4) != MESSAGE_MAGIC_CODE:
+        size = get_u32(buf, pos)
+        if size < HEADER_SIZE or pos + size > end or get_u32(buf, pos + 4) != MESSAGE_MAGIC_CODE:
             return n, pos
-        body_len = _u32(buf, pos + OFF_BODYLEN)
+        body_len = get_u32(buf, pos + OFF_BODYLEN)
         body_start = pos + HEADER_SIZE
         topic_pos = body_start + body_len
         if topic_pos + 1 > pos + size:
@@ -244,10 +234,10 @@ def _fields(
     bad = -1
     for i in range(len(starts)):
         p = starts[i]
-        crc = _u32(buf, p + 8)
-        out[i, 0] = _u32(buf, p + 36)  # SYSFLAG
-        out[i, 1] = (_u32(buf, p + 40) << 32) | _u32(buf, p + 44)  # BORNTIMESTAMP
-        out[i, 2] = (_u32(buf, p + 56) << 32) | _u32(buf, p + 60)  # STORETIMESTAMP
+        crc = get_u32(buf, p + 8)
+        out[i, 0] = get_u32(buf, p + 36)  # SYSFLAG
+        out[i, 1] = (get_u32(buf, p + 40) << 32) | get_u32(buf, p + 44)  # BORNTIMESTAMP
+        out[i, 2] = (get_u32(buf, p + 56) << 32) | get_u32(buf, p + 60)  # STORETIMESTAMP
         s = body_start[i]
         if bad < 0 and crc32_masked(table, buf, s, s + body_len[i]) != crc:
             bad = i

@@ -23,8 +23,7 @@ def _controller(client: TestClient) -> Any:
 def test_concurrent_single_sends_share_groups_and_flushes(make_client: ClientFactory) -> None:
     client = make_client(extra=SYNC)
     ctrl = _controller(client)
-    appender = ctrl.send.appender
-    assert appender is not None
+    assert ctrl.send.appender is not None
     send(client, "Grouped", queue_id=0)  # creates the topic (through the pending path)
 
     def sender(w: int) -> list[dict[str, Any]]:
@@ -34,11 +33,10 @@ def test_concurrent_single_sends_share_groups_and_flushes(make_client: ClientFac
         answers = [a for batch in pool.map(sender, range(16)) for a in batch]
     assert len(answers) == 320
     assert ctrl.store.commit_log.flushed_offset() >= ctrl.store.dispatched_offset
-    assert appender.messages == 321
-    assert appender.groups < appender.messages  # sends really were combined
-    grouped = metric(client, "pymq_store_grouped_messages_total")
-    groups = metric(client, "pymq_store_append_groups_total")
-    assert groups is not None and grouped is not None and 0 < groups < grouped <= 321
+    assert ctrl.store.messages_grouped == 321
+    assert ctrl.store.groups_appended < 321  # sends really were combined
+    assert metric(client, "pymq_store_grouped_messages_total") == 321
+    assert metric(client, "pymq_store_append_groups_total") == ctrl.store.groups_appended
     fsyncs = metric(client, "pymq_store_group_commits_total")
     covered = metric(client, "pymq_store_group_commit_requests_total")
     assert fsyncs is not None and covered is not None and 0 < fsyncs <= covered

@@ -202,8 +202,9 @@ def test_appender_gives_each_writer_its_durable_result(make_store: StoreFactory)
     results = [r for rs in per_writer for r in rs]
     assert [r.status for r in results] == [OK] * 400
     assert store.commit_log.flushed_offset() >= max(r.append.end_offset for r in results)
-    assert appender.groups < 400  # writers shared groups
-    assert store._group_commit is not None and store._group_commit.groups <= appender.groups
+    assert store.messages_grouped == 400
+    assert store.groups_appended < 400  # writers shared groups
+    assert store._group_commit is not None and store._group_commit.groups <= store.groups_appended
     for q in range(4):
         bodies = store.get_message(TOPIC, q, 0, 200).bodies()
         assert sorted(bodies) == sorted(
@@ -260,5 +261,5 @@ def test_appender_drains_at_max_group(make_store: StoreFactory, max_group: int) 
     appender = GroupAppender(store, max_group=max_group)
     per_writer = asyncio.run(asyncio.wait_for(_writers(appender, 7, 3), 30))
     assert all(r.status is OK for rs in per_writer for r in rs)
-    assert appender.messages == 21
-    assert appender.groups >= -(-21 // max_group)
+    assert store.messages_grouped == 21
+    assert store.groups_appended >= -(-21 // max_group)
