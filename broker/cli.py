@@ -101,4 +101,5 @@ def _run(args: argparse.Namespace) -> int:
         ready_line=ready,
         log_level=config.log_level,
         on_exit=controller.wake_waiters,
+        direct=getattr(app, "hot", None),
     )

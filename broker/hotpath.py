@@ -2,20 +2,25 @@
 
 Single send, batch send and pull carry nearly all traffic. Through FastAPI's
 routing, dependency solving and middleware stack each costs several hundred
-microseconds on a small machine, more than the store's work, so this ASGI
-middleware answers them directly and passes every other request on. The
-FastAPI routes of the same paths stay: they document the API (OpenAPI) and
-call the same functions below, so both ways behave the same.
+microseconds on a small machine, more than the store's work. ``HotPath``
+gives the server's HTTP protocol these routes (``connector.edge.direct``:
+answered from the parser's callbacks, no ASGI cycle or task per request) and,
+as ASGI middleware, answers them for requests that come the ASGI way. A
+SYNC_FLUSH send's reply is written from a callback when its group commit
+lands, not by a task awaiting it. The FastAPI routes of the same paths stay:
+they document the API (OpenAPI) and call the same functions below, so every
+way behaves the same.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 import numpy as np
@@ -25,11 +30,13 @@ from broker.controller import BrokerController
 from broker.processors.pull import PullOutcome
 from broker.processors.send import SendOutcome
 from broker.store.results import PutMessageResult
+from connector.edge.direct import DirectRequest, Reply
 from connector.edge.errors import validation_message
 from connector.errors import (
     ClientError,
     MessageTooLargeError,
     PyMQError,
+    ServiceNotAvailableError,
     UnsupportedMediaTypeError,
 )
 from connector.protocol.hashing import parse_tags
@@ -50,11 +57,16 @@ __all__ = [
     "HotPath",
     "batch_result",
     "born_host",
+    "check_batch_headers",
     "json_pull",
     "message_json",
     "pull_with_wait",
     "records_payload",
+    "send_batch",
     "send_result",
+    "send_single",
+    "submit_batch",
+    "submit_single",
 ]
 
 log = logging.getLogger(__name__)
@@ -64,8 +76,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+T = TypeVar("T")
+Answer = Reply | asyncio.Future[Reply]
+
 _LOCALHOST = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
 _JSON = b"application/json"
+_RECORDS = RECORDS_CONTENT_TYPE.encode()
 
 
 def born_host(client: tuple[str, int] | list[Any] | None) -> bytes:
@@ -126,22 +142,104 @@ def batch_result(
     }
 
 
-async def send_single(
-    ctrl: BrokerController, topic: str, req: SendMessageRequest, host: bytes
-) -> dict[str, Any]:
+def submit_single(
+    ctrl: BrokerController,
+    topic: str,
+    req: SendMessageRequest,
+    host: bytes,
+    answer: Callable[[dict[str, Any]], T],
+) -> T | asyncio.Future[T]:
+    """Store a JSON send; ``answer`` turns its result into the reply, now or (a SYNC_FLUSH
+    send waiting for its group commit) through the returned future."""
     t0 = time.perf_counter()
-    requests = ctrl.metrics.send_requests
     try:
         routed = ctrl.send.single_from_request(topic, req, born_host=host)
         outcome = ctrl.send.put_single(routed)
-        put = await ctrl.stored(outcome)
     except PyMQError as exc:
-        requests.labels("single", exc.code).inc()
+        ctrl.metrics.send_failed("single", exc.code)
         raise
-    requests.labels("single", _send_status(put)).inc()
-    ctrl.metrics.send_messages.inc()
-    ctrl.metrics.send_latency.labels("single").observe(time.perf_counter() - t0)
-    return send_result(ctrl, outcome, put)
+
+    def done(put: PutMessageResult) -> T:
+        ctrl.metrics.sent("single", _send_status(put), 1, time.perf_counter() - t0)
+        return answer(send_result(ctrl, outcome, put))
+
+    return _when_stored(ctrl, outcome, "single", done)
+
+
+def submit_batch(
+    ctrl: BrokerController,
+    topic: str,
+    data: bytes,
+    host: bytes,
+    answer: Callable[[dict[str, Any]], T],
+    *,
+    queue_id: int | None,
+    born_timestamp: int | None,
+    compressed: bool,
+) -> T | asyncio.Future[T]:
+    """Store a wire batch (or a batch of one); as ``submit_single``."""
+    t0 = time.perf_counter()
+    try:
+        outcome = ctrl.send.put_batch(
+            topic, queue_id, data, born_timestamp=born_timestamp, born_host=host,
+            compressed=compressed,
+        )  # fmt: skip
+    except PyMQError as exc:
+        ctrl.metrics.send_failed("batch", exc.code)
+        raise
+
+    def done(put: PutMessageResult) -> T:
+        assert put.append is not None
+        count = put.append.msg_num
+        ctrl.metrics.sent("batch", _send_status(put), count, time.perf_counter() - t0)
+        return answer(batch_result(ctrl, outcome, put))
+
+    return _when_stored(ctrl, outcome, "batch", done)
+
+
+def _when_stored(
+    ctrl: BrokerController,
+    outcome: SendOutcome,
+    api: str,
+    done: Callable[[PutMessageResult], T],
+) -> T | asyncio.Future[T]:
+    """``done(result)`` once the append is as durable as the flush mode promises:
+    at once for ASYNC_FLUSH, else from a callback (no task per send)."""
+    if outcome.pending is None and outcome.flushed is None:
+        return done(outcome.put)
+    source: asyncio.Future[PutMessageResult]
+    if outcome.pending is not None:
+        source = outcome.pending
+    else:  # a SYNC_FLUSH batch: its own wait for the group commit, with the timeout
+        source = asyncio.ensure_future(ctrl.stored(outcome))
+    result: asyncio.Future[T] = source.get_loop().create_future()
+
+    def settle(f: asyncio.Future[PutMessageResult]) -> None:
+        if result.done():
+            return
+        if f.cancelled():
+            result.cancel()
+            return
+        try:
+            put = f.result()
+            if outcome.pending is not None:
+                put = outcome.settle(put, ctrl.topics)
+            result.set_result(done(put))
+        except PyMQError as exc:
+            ctrl.metrics.send_failed(api, exc.code)
+            result.set_exception(exc)
+        except Exception as exc:  # noqa: BLE001 - a defect: the reply says so and logs it
+            result.set_exception(exc)
+
+    source.add_done_callback(settle)
+    return result
+
+
+async def send_single(
+    ctrl: BrokerController, topic: str, req: SendMessageRequest, host: bytes
+) -> dict[str, Any]:
+    res = submit_single(ctrl, topic, req, host, _same)
+    return await res if isinstance(res, asyncio.Future) else res
 
 
 def check_batch_headers(ctrl: BrokerController, content_type: str, content_length: str) -> None:
@@ -163,22 +261,44 @@ async def send_batch(
     born_timestamp: int | None,
     compressed: bool,
 ) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    requests = ctrl.metrics.send_requests
-    try:
-        outcome = ctrl.send.put_batch(
-            topic, queue_id, data, born_timestamp=born_timestamp, born_host=host,
-            compressed=compressed,
-        )  # fmt: skip
-        put = await ctrl.stored(outcome)
-    except PyMQError as exc:
-        requests.labels("batch", exc.code).inc()
-        raise
-    requests.labels("batch", _send_status(put)).inc()
-    assert put.append is not None
-    ctrl.metrics.send_messages.inc(put.append.msg_num)
-    ctrl.metrics.send_latency.labels("batch").observe(time.perf_counter() - t0)
-    return batch_result(ctrl, outcome, put)
+    res = submit_batch(
+        ctrl, topic, data, host, _same,
+        queue_id=queue_id, born_timestamp=born_timestamp, compressed=compressed,
+    )  # fmt: skip
+    return await res if isinstance(res, asyncio.Future) else res
+
+
+def _same(result: dict[str, Any]) -> dict[str, Any]:
+    return result
+
+
+def _holds(ctrl: BrokerController, out: PullOutcome, wait_ms: int) -> bool:
+    """Whether a pull that found nothing new waits (long polling) for a message."""
+    return out.status is PullStatus.NO_NEW_MSG and wait_ms > 0 and ctrl.config.long_polling_enable
+
+
+async def _held_pull(
+    ctrl: BrokerController,
+    out: PullOutcome,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_nums: int,
+    tags: frozenset[str] | None,
+    wait_ms: int,
+) -> PullOutcome:
+    """``out`` (nothing new), or the pull again once a message lands within ``wait_ms``."""
+    assert ctrl.hold is not None
+    store = ctrl.store
+    if await ctrl.hold.wait(
+        topic,
+        queue_id,
+        out.next_begin_offset,
+        min(wait_ms, ctrl.config.max_pull_wait_ms) / 1000,
+        lambda: store.get_max_offset_in_queue(topic, queue_id),
+    ):
+        out = ctrl.pull.pull(topic, queue_id, offset, max_nums, tags=tags)
+    return out
 
 
 async def pull_with_wait(
@@ -192,19 +312,9 @@ async def pull_with_wait(
 ) -> PullOutcome:
     """A pull; with nothing new and ``wait_ms`` > 0, held until a message lands."""
     out = ctrl.pull.pull(topic, queue_id, offset, max_nums, tags=tags)
-    cfg = ctrl.config
-    if out.status is PullStatus.NO_NEW_MSG and wait_ms > 0 and cfg.long_polling_enable:
-        assert ctrl.hold is not None
-        store = ctrl.store
-        if await ctrl.hold.wait(
-            topic,
-            queue_id,
-            out.next_begin_offset,
-            min(wait_ms, cfg.max_pull_wait_ms) / 1000,
-            lambda: store.get_max_offset_in_queue(topic, queue_id),
-        ):
-            out = ctrl.pull.pull(topic, queue_id, offset, max_nums, tags=tags)
-    ctrl.metrics.pull_requests.labels(out.status.value).inc()
+    if _holds(ctrl, out, wait_ms):
+        out = await _held_pull(ctrl, out, topic, queue_id, offset, max_nums, tags, wait_ms)
+    ctrl.metrics.pulled(out.status.value)
     return out
 
 
@@ -292,90 +402,124 @@ def _bool_param(params: dict[str, str], name: str) -> bool:
     raise ClientError(f"query {name}: {raw!r} is not a boolean")
 
 
+class _Route:
+    """One hot endpoint, as the direct protocol and the ASGI middleware both call it."""
+
+    __slots__ = ("handler", "max_body_bytes")
+
+    def __init__(self, handler: Callable[[DirectRequest], Answer], max_body_bytes: int) -> None:
+        self.handler = handler
+        self.max_body_bytes = max_body_bytes
+
+    def __call__(self, request: DirectRequest) -> Answer:
+        try:
+            return self.handler(request)
+        except Exception as exc:  # noqa: BLE001 - every error is a reply; defects are logged
+            return _error_reply(exc, request)
+
+    def too_large(self, size: int) -> Reply:
+        limit = self.max_body_bytes
+        exc = MessageTooLargeError(size, limit, message=f"request body exceeds {limit} bytes")
+        return _error_reply(exc, None)
+
+    def settled(self, future: asyncio.Future[Reply]) -> Reply:
+        if future.cancelled():
+            return _error_reply(ServiceNotAvailableError("the request was cancelled"), None)
+        exc = future.exception()
+        return future.result() if exc is None else _error_reply(exc, None)
+
+
 class HotPath:
-    """ASGI middleware answering send, batch send and pull; the rest goes to ``app``."""
+    """Send, batch send and pull, answered without FastAPI's per-request machinery.
+
+    ``route(method, path)`` gives the direct protocol (``connector.edge.direct``)
+    its routes; as ASGI middleware it answers the same routes for requests that
+    come through uvicorn's ASGI cycle and passes the rest to ``app``.
+    """
 
     def __init__(self, app: ASGIApp, ctrl: BrokerController) -> None:
         self.app = app
         self.ctrl = ctrl
+        limit = ctrl.store.config.max_message_size
+        self._single = _Route(self._send_single, limit * 2 + (64 << 10))
+        self._batch = _Route(self._send_batch, limit + (limit >> 2))
+        self._pull = _Route(self._pull_messages, 64 << 10)  # a GET's body is ignored
+
+    def route(self, method: str, path: str) -> _Route | None:
+        if not path.startswith("/topics/"):
+            return None
+        parts = path.split("/")
+        n = len(parts)
+        if method == "POST" and n == 4 and parts[3] == "messages" and parts[2]:
+            return self._single
+        if method == "POST" and n == 5 and parts[3:] == ["messages", "batch"] and parts[2]:
+            return self._batch
+        if (
+            method == "GET"
+            and n == 6
+            and parts[3] == "queues"
+            and parts[5] == "messages"
+            and parts[2]
+            and parts[4].isascii()  # "²".isdigit() is True, int("²") fails
+            and parts[4].removeprefix("-").isdigit()
+        ):
+            return self._pull
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            path: str = scope["path"]
-            method: str = scope["method"]
-            if path.startswith("/topics/"):
-                parts = path.split("/")
-                n = len(parts)
-                if method == "POST" and n == 4 and parts[3] == "messages" and parts[2]:
-                    await self._guard(self._single, parts[2], scope, receive, send)
-                    return
-                if method == "POST" and n == 5 and parts[3:] == ["messages", "batch"] and parts[2]:
-                    await self._guard(self._batch, parts[2], scope, receive, send)
-                    return
-                if (
-                    method == "GET"
-                    and n == 6
-                    and parts[3] == "queues"
-                    and parts[5] == "messages"
-                    and parts[2]
-                    and parts[4].isascii()  # "²".isdigit() is True, int("²") fails
-                    and parts[4].removeprefix("-").isdigit()
-                ):
-                    await self._guard(self._pull, parts[2], scope, receive, send)
-                    return
-        await self.app(scope, receive, send)
-
-    async def _guard(
-        self,
-        handler: Callable[[str, Scope, Receive, Send], Awaitable[None]],
-        topic: str,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-    ) -> None:
+        route = self.route(scope["method"], scope["path"]) if scope["type"] == "http" else None
+        if route is None:
+            await self.app(scope, receive, send)
+            return
         try:
-            await handler(topic, scope, receive, send)
+            body = await _read_body(receive, route.max_body_bytes)
+        except MessageTooLargeError as exc:
+            reply = route.too_large(exc.size)
         except PyMQError as exc:
-            await _respond(send, exc.http_status, json.dumps(exc.to_dict()).encode(), _JSON)
-        except ValidationError as exc:
-            body = {"code": "BAD_REQUEST", "message": validation_message(exc.errors())}
-            await _respond(send, 400, json.dumps(body).encode(), _JSON)
-        except Exception as exc:
-            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
-            body = {"code": "SYSTEM_ERROR", "message": f"{type(exc).__name__}: internal error"}
-            await _respond(send, 500, json.dumps(body).encode(), _JSON)
+            reply = _error_reply(exc, None)
+        else:
+            request = DirectRequest(
+                scope["method"], scope["path"], scope["query_string"], scope["headers"],
+                scope.get("client"), body,
+            )  # fmt: skip
+            answer = route(request)
+            if isinstance(answer, Reply):
+                reply = answer
+            else:
+                await asyncio.wait((answer,))
+                reply = route.settled(answer)
+        await _respond(send, reply)
 
-    async def _single(self, topic: str, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = _headers(scope)
-        ctype = headers.get("content-type", "")
+    # -- the routes: each returns its reply, or a future of it ---------------------------
+
+    def _send_single(self, request: DirectRequest) -> Answer:
+        ctype = request.header(b"content-type")
         if not ctype.split(";")[0].strip().lower().endswith(("/json", "+json")):
             raise UnsupportedMediaTypeError(f"expected application/json, got {ctype or 'nothing'}")
-        limit = self.ctrl.store.config.max_message_size
-        data = await _read_body(receive, limit * 2 + (64 << 10))
-        req = SendMessageRequest.model_validate_json(data)
-        result = await send_single(self.ctrl, topic, req, born_host(scope.get("client")))
-        await _respond(send, 200, json.dumps(result).encode(), _JSON)
+        req = SendMessageRequest.model_validate_json(request.body)
+        topic = request.path.split("/")[2]
+        return submit_single(self.ctrl, topic, req, born_host(request.client), _json_reply)
 
-    async def _batch(self, topic: str, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = _headers(scope)
-        check_batch_headers(self.ctrl, headers.get("content-type", ""),
-                            headers.get("content-length", ""))  # fmt: skip
-        params = dict(parse_qsl(scope["query_string"].decode("latin-1")))
-        queue_id = _int_param(params, "queue_id", None, 0, MAX_I64)
-        born = _int_param(params, "born_timestamp", None, 0, MAX_I64)
-        compressed = _bool_param(params, "compressed")
-        limit = self.ctrl.store.config.max_message_size
-        data = await _read_body(receive, limit + (limit >> 2))
-        result = await send_batch(
-            self.ctrl, topic, data, born_host(scope.get("client")),
-            queue_id=queue_id, born_timestamp=born, compressed=compressed,
+    def _send_batch(self, request: DirectRequest) -> Answer:
+        ctrl = self.ctrl
+        check_batch_headers(
+            ctrl, request.header(b"content-type"), request.header(b"content-length")
+        )
+        params = _query(request.query)
+        return submit_batch(
+            ctrl, request.path.split("/")[2], request.body, born_host(request.client),
+            _json_reply,
+            queue_id=_int_param(params, "queue_id", None, 0, MAX_I64),
+            born_timestamp=_int_param(params, "born_timestamp", None, 0, MAX_I64),
+            compressed=_bool_param(params, "compressed"),
         )  # fmt: skip
-        await _respond(send, 200, json.dumps(result).encode(), _JSON)
 
-    async def _pull(self, topic: str, scope: Scope, receive: Receive, send: Send) -> None:
+    def _pull_messages(self, request: DirectRequest) -> Answer:
         t0 = time.perf_counter()
-        queue_id = int(scope["path"].split("/")[4])
-        params = dict(parse_qsl(scope["query_string"].decode("latin-1")))
+        ctrl = self.ctrl
+        _, _, topic, _, queue, _ = request.path.split("/")
+        queue_id = int(queue)
+        params = _query(request.query)
         offset = _int_param(params, "offset", 0, -MAX_I64, MAX_I64)
         max_nums = _int_param(params, "max", 32, 1, 65_536)
         wait_ms = _int_param(params, "wait_ms", 0, 0, MAX_I64)
@@ -384,17 +528,50 @@ class HotPath:
             raise ClientError("query tags: longer than 4096 characters")
         assert offset is not None and max_nums is not None and wait_ms is not None
         tags = parse_tags(tags_raw)
-        out = await pull_with_wait(self.ctrl, topic, queue_id, offset, max_nums, tags, wait_ms)
-        if RECORDS_CONTENT_TYPE in _headers(scope).get("accept", ""):
-            body, extra = records_payload(self.ctrl, out)
-            await _respond(send, 200, body, RECORDS_CONTENT_TYPE.encode(), extra)
+        records = RECORDS_CONTENT_TYPE in request.header(b"accept")
+        out = ctrl.pull.pull(topic, queue_id, offset, max_nums, tags=tags)
+        if not _holds(ctrl, out, wait_ms):
+            return self._pull_reply(out, tags, records, t0)
+
+        async def held() -> Reply:
+            late = await _held_pull(ctrl, out, topic, queue_id, offset, max_nums, tags, wait_ms)
+            return self._pull_reply(late, tags, records, time.perf_counter())
+
+        return asyncio.ensure_future(held())
+
+    def _pull_reply(
+        self, out: PullOutcome, tags: frozenset[str] | None, records: bool, t0: float
+    ) -> Reply:
+        ctrl = self.ctrl
+        ctrl.metrics.pulled(out.status.value)
+        if records:
+            body, extra = records_payload(ctrl, out)
+            headers = tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in extra.items())
+            reply = Reply(200, _RECORDS, body, headers)
         else:
-            await _respond(send, 200, json.dumps(json_pull(self.ctrl, out, tags)).encode(), _JSON)
-        self.ctrl.metrics.pull_latency.observe(time.perf_counter() - t0)
+            reply = _json_reply(json_pull(ctrl, out, tags))
+        ctrl.metrics.pull_latency.observe(time.perf_counter() - t0)
+        return reply
 
 
-def _headers(scope: Scope) -> dict[str, str]:
-    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+def _query(raw: bytes) -> dict[str, str]:
+    return dict(parse_qsl(raw.decode("latin-1"))) if raw else {}
+
+
+def _json_reply(result: dict[str, Any]) -> Reply:
+    return Reply(200, _JSON, json.dumps(result).encode())
+
+
+def _error_reply(exc: BaseException, request: DirectRequest | None) -> Reply:
+    if isinstance(exc, PyMQError):
+        return Reply(exc.http_status, _JSON, json.dumps(exc.to_dict()).encode())
+    if isinstance(exc, ValidationError):
+        body = {"code": "BAD_REQUEST", "message": validation_message(exc.errors())}
+        return Reply(400, _JSON, json.dumps(body).encode())
+    where = f"{request.method} {request.path}" if request is not None else "a hot route"
+    log.error("unhandled error on %s", where, exc_info=exc)
+    body = {"code": "SYSTEM_ERROR", "message": f"{type(exc).__name__}: internal error"}
+    return Reply(500, _JSON, json.dumps(body).encode())
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes:
@@ -417,15 +594,9 @@ async def _read_body(receive: Receive, limit: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-async def _respond(
-    send: Send,
-    status: int,
-    body: bytes,
-    content_type: bytes,
-    extra: dict[str, str] | None = None,
-) -> None:
+async def _respond(send: Send, reply: Reply) -> None:
+    status, content_type, body, extra = reply
     headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
-    if extra:
-        headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()]
+    headers += extra
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -95,3 +95,32 @@ class BrokerMetrics:
             buckets=_LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
         r.register(_StoreCollector(store))
+        # labelled children, looked up once: prometheus_client's labels() takes a lock
+        # and builds a key on every call, a real share of a single send's cost
+        self._requests: dict[tuple[str, str], Counter] = {}
+        self._latency: dict[str, Histogram] = {}
+        self._pulls: dict[str, Counter] = {}
+
+    def sent(self, api: str, outcome: str, messages: int, seconds: float) -> None:
+        """A send request answered: ``outcome`` SEND_OK or FLUSH_DISK_TIMEOUT."""
+        self._request(api, outcome).inc()
+        self.send_messages.inc(messages)
+        latency = self._latency.get(api)
+        if latency is None:
+            latency = self._latency[api] = self.send_latency.labels(api)
+        latency.observe(seconds)
+
+    def send_failed(self, api: str, code: str) -> None:
+        self._request(api, code).inc()
+
+    def _request(self, api: str, outcome: str) -> Counter:
+        child = self._requests.get((api, outcome))
+        if child is None:
+            child = self._requests[api, outcome] = self.send_requests.labels(api, outcome)
+        return child
+
+    def pulled(self, status: str) -> None:
+        child = self._pulls.get(status)
+        if child is None:
+            child = self._pulls[status] = self.pull_requests.labels(status)
+        child.inc()

@@ -23,6 +23,7 @@ __all__ = ["OneWriteHttpToolsProtocol"]
 
 _HEAD_START = b"HTTP/1.1 "
 _HEAD_END = b"\r\n\r\n"
+_JOIN_BELOW = 64 << 10
 
 
 class _HeadHoldingTransport:
@@ -46,6 +47,15 @@ class _HeadHoldingTransport:
             self._loop.call_soon(self.flush)
         else:
             self._transport.write(data)
+
+    def write_response(self, head: bytes, body: bytes) -> None:
+        """A whole response, after anything held and never held itself; a large body
+        goes out with its head without being copied behind it."""
+        self.flush()
+        if len(body) < _JOIN_BELOW:
+            self._transport.write(head + body)
+        else:
+            self._transport.writelines([head, body])
 
     def flush(self) -> None:
         held = self._held

@@ -17,11 +17,14 @@ import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
 from connector.errors import ConfigError
+
+if TYPE_CHECKING:
+    from connector.edge.direct import DirectRouter
 
 __all__ = ["ServerSpec", "bind_socket", "serve"]
 
@@ -56,18 +59,22 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _http_protocol() -> Any:
-    from connector.edge.onewrite import OneWriteHttpToolsProtocol  # noqa: PLC0415 - needs httptools
+def _http_protocol(direct: DirectRouter | None) -> Any:
+    # both need httptools
+    from connector.edge.direct import direct_protocol  # noqa: PLC0415
+    from connector.edge.onewrite import OneWriteHttpToolsProtocol  # noqa: PLC0415
 
-    return OneWriteHttpToolsProtocol
+    return OneWriteHttpToolsProtocol if direct is None else direct_protocol(direct)
 
 
-def _uvicorn_config(app: Any, log_level: str) -> uvicorn.Config:
+def _uvicorn_config(app: Any, log_level: str, direct: DirectRouter | None) -> uvicorn.Config:
     has = importlib.util.find_spec
     return uvicorn.Config(
         app,
         loop="uvloop" if has("uvloop") else "asyncio",
-        http=_http_protocol() if has("httptools") else "h11",
+        http=_http_protocol(direct) if has("httptools") else "h11",
+        # the peer is the client: no X-Forwarded-For rewriting (and no middleware)
+        proxy_headers=False,
         lifespan="on",
         log_level=log_level,
         access_log=False,
@@ -112,17 +119,20 @@ def serve(
     ready_line: Callable[[int], str],
     log_level: str = "warning",
     on_exit: Callable[[], None] | None = None,
+    direct: DirectRouter | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT; print ``ready_line(port)`` once, when accepting.
 
     ``on_exit`` runs when the signal arrives (e.g. to answer held long polls
-    so the graceful shutdown does not wait for them).
+    so the graceful shutdown does not wait for them). ``direct`` claims hot
+    requests the protocol answers without the ASGI cycle (``connector.edge.direct``);
+    ``app`` must answer the same paths, for requests that cannot take that way.
     """
 
     def ready() -> None:
         print(ready_line(sock.getsockname()[1]), flush=True)
 
-    server = _Server(_uvicorn_config(app, log_level), ready, on_exit)
+    server = _Server(_uvicorn_config(app, log_level, direct), ready, on_exit)
     config = server.config
     runner: Callable[[Any], Any] = asyncio.run
     if config.loop == "uvloop":  # optional dependency, present with uvicorn[standard]
