@@ -81,6 +81,7 @@ Answer = Reply | asyncio.Future[Reply]
 
 _LOCALHOST = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
 _JSON = b"application/json"
+_BORN_HOSTS: dict[tuple[str, int], bytes] = {}  # a connection's peer, encoded once
 _RECORDS = RECORDS_CONTENT_TYPE.encode()
 
 
@@ -88,9 +89,19 @@ def born_host(client: tuple[str, int] | list[Any] | None) -> bytes:
     if not client:
         return _LOCALHOST
     try:
-        return encode_host(str(client[0]), int(client[1]))
-    except ValueError:  # IPv6 peers: the v1 record layout holds IPv4 only
+        key = (str(client[0]), int(client[1]))
+    except (ValueError, TypeError, IndexError):
         return _LOCALHOST
+    host = _BORN_HOSTS.get(key)
+    if host is None:
+        try:
+            host = encode_host(*key)
+        except ValueError:  # IPv6 peers: the v1 record layout holds IPv4 only
+            host = _LOCALHOST
+        if len(_BORN_HOSTS) >= 4096:  # peers come and go: keep the recent ones
+            _BORN_HOSTS.clear()
+        _BORN_HOSTS[key] = host
+    return host
 
 
 def _send_status(put: PutMessageResult) -> str:
@@ -555,7 +566,18 @@ class HotPath:
 
 
 def _query(raw: bytes) -> dict[str, str]:
-    return dict(parse_qsl(raw.decode("latin-1"))) if raw else {}
+    """The query's parameters, as ``parse_qsl`` reads them (blank values dropped)."""
+    if not raw:
+        return {}
+    text = raw.decode("latin-1")
+    if "%" in text or "+" in text:
+        return dict(parse_qsl(text))
+    params: dict[str, str] = {}
+    for pair in text.split("&"):
+        name, _, value = pair.partition("=")
+        if value:
+            params[name] = value
+    return params
 
 
 def _json_reply(result: dict[str, Any]) -> Reply:

@@ -239,10 +239,13 @@ class SendMessageProcessor:
         reconsume_times: int = 0,
         internal: bool = False,
         retry_rule: bool = True,
+        encoded: bytes | None = None,
     ) -> Routed:
         """msgCheck, then the retry/DLQ and delay rules; the result is ready to append.
 
         ``retry_rule=False``: the caller (send-back) already chose retry or DLQ.
+        ``encoded``: ``props`` as the producer encoded them, stored as they are
+        unless a rule changes them.
         """
         new_topics: list[TopicConfig] = []
         _, queue_id = self.check(topic, queue_id, internal=internal, new_topics=new_topics)
@@ -256,6 +259,7 @@ class SendMessageProcessor:
                     new_topics.append(dlq)
                 topic, queue_id = dlq.topic, 0
                 props.pop(P.DELAY_TIME_LEVEL, None)
+                encoded = None
         level = self._delay_level(props)
         if level and not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
             props[P.REAL_TOPIC] = topic
@@ -264,11 +268,12 @@ class SendMessageProcessor:
             topic, queue_id = SCHEDULE_TOPIC, level - 1
             # the schedule queue's tagsCode is the delivery time (as in RocketMQ)
             tag_code = int(self.clock() * 1000) + self.delay_levels_ms[level - 1]
+            encoded = None
         inner = MessageInner(
             topic=topic,
             queue_id=queue_id,
             body=body,
-            properties=encode_properties(props),
+            properties=encode_properties(props) if encoded is None else encoded,
             tags_code=tag_code,
             keys=index_keys(props),
             flag=flag,
@@ -342,11 +347,13 @@ class SendMessageProcessor:
             body = decoded.bodies[0]
             if compressed:
                 _check_inflates(body, self.store.config.max_message_size)
+            raw_props = decoded.properties[0]
             routed = self.route_single(
                 topic,
                 queue_id,
                 body,
-                decode_properties(decoded.properties[0]),
+                decode_properties(raw_props),
+                encoded=raw_props,
                 flag=decoded.flags[0],
                 sys_flag=SysFlag.COMPRESSED if compressed else 0,
                 born_timestamp=born,

@@ -55,9 +55,18 @@ def _check_name(kind: str, name: object, error: type[ValueError]) -> str:
     return name
 
 
+_VALID_TOPICS: set[str] = set()  # names already checked: a set lookup, not a regex
+_VALID_TOPICS_MAX = 65_536
+
+
 def validate_topic(topic: object) -> str:
     """Return ``topic`` if it is a legal topic name, else raise InvalidTopicError."""
-    return _check_name("topic", topic, InvalidTopicError)
+    if isinstance(topic, str) and topic in _VALID_TOPICS:
+        return topic
+    name = _check_name("topic", topic, InvalidTopicError)
+    if len(_VALID_TOPICS) < _VALID_TOPICS_MAX:
+        _VALID_TOPICS.add(name)
+    return name
 
 
 def validate_group(group: object) -> str:
