@@ -89,6 +89,14 @@ class _Answer:
     def __len__(self) -> int:
         return len(self.body_start)
 
+    def body_list(self) -> list[bytes]:
+        """Every record's body (inflated where the producer compressed it)."""
+        data = self.data
+        out = [data[start:end] for start, end in zip(self.body_start, self.body_end, strict=True)]
+        for i, inflated in self.bodies.items():
+            out[i] = inflated
+        return out
+
     def column(self, name: str) -> list[Any]:
         values = self._lists.get(name)
         if values is None:
@@ -101,14 +109,6 @@ def _header_field(name: str) -> Callable[[PulledMessage], Any]:
         return msg._answer.column(name)[msg._i]
 
     return compute
-
-
-def _body(msg: PulledMessage) -> bytes:
-    a, i = msg._answer, msg._i
-    inflated = a.bodies.get(i) if a.bodies else None
-    if inflated is not None:
-        return inflated
-    return a.data[a.body_start[i] : a.body_end[i]]
 
 
 def _topic(msg: PulledMessage) -> str:
@@ -140,7 +140,6 @@ def _offset_msg_id(msg: PulledMessage) -> str:
 
 _COMPUTE: dict[str, Callable[[PulledMessage], Any]] = {
     "topic": _topic,
-    "body": _body,
     "properties": _properties,
     "born_host": _host("born_host"),
     "store_host": _host("store_host"),
@@ -191,15 +190,16 @@ class PulledMessage(MessageExt):
 
     __slots__ = ("_answer", "_decoded", "_i")
 
-    def __init__(self, answer: _Answer, i: int) -> None:
+    def __init__(self, answer: _Answer, i: int, body: bytes) -> None:
         self._answer = answer
         self._i = i
         self._decoded = 0  # a bit per field already in its slot
+        self.body = body  # every reader reads it: a plain slot, set up front
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MessageExt):
             return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in _COMPUTE)
+        return all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as MessageExt
 
@@ -209,9 +209,10 @@ class PulledMessage(MessageExt):
 
 
 _FIELDS = tuple(MessageExt.__dataclass_fields__)
-assert set(_FIELDS) == set(_COMPUTE), "every MessageExt field needs a decoder here"
+assert set(_FIELDS) == {*_COMPUTE, "body"}, "every MessageExt field needs a decoder here"
 for _bit, _name in enumerate(_FIELDS):
-    setattr(PulledMessage, _name, _lazy(_name, 1 << _bit))
+    if _name in _COMPUTE:  # ``body`` keeps MessageExt's own slot
+        setattr(PulledMessage, _name, _lazy(_name, 1 << _bit))
 
 
 def decode_records(data: bytes, *, check_crc: bool = True) -> list[MessageExt]:
@@ -220,4 +221,4 @@ def decode_records(data: bytes, *, check_crc: bool = True) -> list[MessageExt]:
     if not data:
         return []
     answer = _Answer(data, check_crc=check_crc)
-    return [PulledMessage(answer, i) for i in range(len(answer))]
+    return [PulledMessage(answer, i, body) for i, body in enumerate(answer.body_list())]
