@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
@@ -47,6 +48,15 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path == "/slow":
             Handler.release.wait(5)
             self._reply(b"late")
+        elif self.path == "/trickle":  # a byte every 50 ms: each recv is quick, the whole is not
+            self.send_response(200)
+            self.send_header("Content-Length", "40")
+            self.end_headers()
+            for _ in range(40):
+                if Handler.release.wait(0.05):
+                    break
+                self.wfile.write(b"x")
+                self.wfile.flush()
         elif self.path == "/missing":
             self._reply(b'{"code":"NOT_FOUND"}', status=404)
         else:
@@ -106,6 +116,16 @@ def test_timeout_and_refused(server: str) -> None:
     with pytest.raises(ConnectError):
         HttpConnection(f"127.0.0.1:{port}").request("GET", "/")
     assert issubclass(ConnectError, RemotingError) and ConnectError.retriable
+
+
+def test_the_deadline_covers_the_whole_answer(server: str) -> None:
+    conn = HttpConnection(server)
+    t0 = time.monotonic()
+    with pytest.raises(RemotingTimeoutError):
+        conn.request("GET", "/trickle", timeout_s=0.3)
+    assert time.monotonic() - t0 < 1.5  # not the 2 s the trickle would take
+    Handler.release.set()
+    assert conn.request("GET", "/y").body == b"ok:/y"  # a new connection
 
 
 def test_bad_address() -> None:
