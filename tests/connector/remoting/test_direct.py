@@ -31,8 +31,10 @@ class Route:
         self.delay_s = delay_s
         self.fail = fail
         self.on_reply: Callable[[], None] | None = None
+        self.called = threading.Event()
 
     def __call__(self, request: DirectRequest) -> Reply | asyncio.Future[Reply]:
+        self.called.set()
         reply = Reply(
             200,
             TEXT,
@@ -243,3 +245,30 @@ def test_a_client_gone_before_its_reply_does_not_disturb_others(
     conn.send(post("/echo", b"still here"))
     assert conn.response()[::2] == (200, b"direct:still here")
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+
+
+def test_a_graceful_stop_answers_what_is_in_flight() -> None:
+    sock = bind_socket("127.0.0.1", 0)
+    router = Router()
+    config = uvicorn.Config(
+        app(), http=direct_protocol(router), log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "server did not start"
+        time.sleep(0.01)
+    c = Conn(("127.0.0.1", sock.getsockname()[1]))
+    c.send(post("/echo", b"first"))
+    assert c.response()[::2] == (200, b"direct:first")  # the connection is up and idle
+    c.send(post("/slow", b"in flight"))  # answered 0.5 s from now
+    assert router.routes["/slow"].called.wait(10)
+    server.should_exit = True  # as SIGTERM does, while the reply is pending
+    status, headers, body = c.response()
+    assert (status, body, headers["connection"]) == (200, b"direct:in flight", "close")
+    assert c.at_eof()
+    c.close()
+    thread.join(30)
+    assert not thread.is_alive()
