@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -139,12 +140,16 @@ def main() -> int:
     if args.quick:
         args.runs = 1
     base = Path(tempfile.mkdtemp(prefix="pymq-client-bench-"))
+    try:
+        figures = run(base, args)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.platform()}",
         "command": " ".join(["python", *sys.argv]),
         "runs": args.runs,
-        **run(base, args),
+        **figures,
     }
     print(f"\nProducer, 100-byte bodies, ASYNC_FLUSH broker (msgs/s, median of {args.runs})")
     for key, label in (

@@ -272,8 +272,12 @@ def main() -> int:
         "runs": args.runs,
         "messages_per_batch_run": args.batches * 1000,
     }
-    for flush in ("async", "sync"):
-        results[flush] = run_flush_mode(base, flush, args)
+    try:
+        for flush in ("async", "sync"):
+            results[flush] = run_flush_mode(base, flush, args)
+    finally:
+        if not args.dir:  # a temp dir of several GB: gone with the run
+            shutil.rmtree(base, ignore_errors=True)
     print_table(results)
     text = json.dumps(results, indent=1)
     print(text)

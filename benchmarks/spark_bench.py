@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -233,6 +234,7 @@ def main() -> int:
             figures = run(spark, cluster, args)
     finally:
         spark.stop()
+        shutil.rmtree(base, ignore_errors=True)
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.platform()}",
