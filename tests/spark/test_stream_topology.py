@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from connector import Admin, Message, MessageQueue, Producer
+from connector.errors import TopicNotExistError
 from connector.local import LocalCluster
 
 
@@ -28,7 +29,11 @@ def send(ns: str, topic: str, bodies: list[bytes], queues: list[MessageQueue]) -
 def wait_queues(admin: Admin, topic: str, want: set[tuple[str, int]]) -> list[MessageQueue]:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        route = admin.topic_route(topic)
+        try:
+            route = admin.topic_route(topic)
+        except TopicNotExistError:  # the broker registers a new topic a moment later
+            time.sleep(0.05)
+            continue
         have = {(q.broker_name, i) for q in route.queues for i in range(q.write_queue_nums)}
         if have == want:
             return [MessageQueue(topic, b, i) for b, i in sorted(have)]

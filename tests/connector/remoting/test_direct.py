@@ -9,15 +9,13 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request, Response
+from threaded_uvicorn import uvicorn_thread
 
 from connector.edge.direct import DirectRequest, Reply, direct_protocol
-from connector.edge.serve import bind_socket
 
 TEXT = b"text/plain"
 
@@ -94,20 +92,8 @@ ROUTER = Router()
 
 @pytest.fixture(scope="module")
 def addr() -> Iterator[tuple[str, int]]:
-    sock = bind_socket("127.0.0.1", 0)
-    config = uvicorn.Config(
-        app(), http=direct_protocol(ROUTER), log_level="warning", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.01)
-    yield ("127.0.0.1", sock.getsockname()[1])
-    server.should_exit = True
-    thread.join(30)
+    with uvicorn_thread(app(), direct_protocol(ROUTER)) as (_, port):
+        yield ("127.0.0.1", port)
 
 
 class Conn:
@@ -248,27 +234,15 @@ def test_a_client_gone_before_its_reply_does_not_disturb_others(
 
 
 def test_a_graceful_stop_answers_what_is_in_flight() -> None:
-    sock = bind_socket("127.0.0.1", 0)
     router = Router()
-    config = uvicorn.Config(
-        app(), http=direct_protocol(router), log_level="warning", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.01)
-    c = Conn(("127.0.0.1", sock.getsockname()[1]))
-    c.send(post("/echo", b"first"))
-    assert c.response()[::2] == (200, b"direct:first")  # the connection is up and idle
-    c.send(post("/slow", b"in flight"))  # answered 0.5 s from now
-    assert router.routes["/slow"].called.wait(10)
-    server.should_exit = True  # as SIGTERM does, while the reply is pending
-    status, headers, body = c.response()
-    assert (status, body, headers["connection"]) == (200, b"direct:in flight", "close")
-    assert c.at_eof()
-    c.close()
-    thread.join(30)
-    assert not thread.is_alive()
+    with uvicorn_thread(app(), direct_protocol(router)) as (server, port):
+        c = Conn(("127.0.0.1", port))
+        c.send(post("/echo", b"first"))
+        assert c.response()[::2] == (200, b"direct:first")  # the connection is up and idle
+        c.send(post("/slow", b"in flight"))  # answered 0.5 s from now
+        assert router.routes["/slow"].called.wait(10)
+        server.should_exit = True  # as SIGTERM does, while the reply is pending
+        status, headers, body = c.response()
+        assert (status, body, headers["connection"]) == (200, b"direct:in flight", "close")
+        assert c.at_eof()
+        c.close()

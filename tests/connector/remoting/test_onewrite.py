@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, Response
 from fastapi.responses import StreamingResponse
+from threaded_uvicorn import uvicorn_thread
 
 from connector.edge.onewrite import OneWriteHttpToolsProtocol, _HeadHoldingTransport
-from connector.edge.serve import bind_socket
 from connector.remoting.http import HttpPool
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"
@@ -95,20 +92,8 @@ def app() -> FastAPI:
 
 @pytest.fixture(scope="module")
 def server_addr() -> Iterator[str]:
-    sock = bind_socket("127.0.0.1", 0)
-    config = uvicorn.Config(
-        app(), http=OneWriteHttpToolsProtocol, log_level="warning", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.01)
-    yield f"127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(30)
+    with uvicorn_thread(app(), OneWriteHttpToolsProtocol) as (_, port):
+        yield f"127.0.0.1:{port}"
 
 
 def test_real_server_answers_every_kind_of_response(server_addr: str) -> None:
