@@ -23,7 +23,7 @@ from broker.schedule import ScheduleMessageService
 from broker.store.aio import FlushWaiter, GroupAppender
 from broker.store.config import FlushDiskType
 from broker.store.offsets import ConsumerOffsetTable
-from broker.store.results import PutMessageResult, PutMessageStatus, RecoveryReport
+from broker.store.results import PutMessageResult, RecoveryReport
 from broker.store.store import MessageStore
 from broker.store.topics import TopicConfigTable
 from broker.store.warmup import warm_up_kernels
@@ -156,10 +156,4 @@ class BrokerController:
             )
         except asyncio.TimeoutError:  # a builtin TimeoutError only from Python 3.11
             ok = False
-        if ok:
-            return outcome.put
-        return PutMessageResult(
-            PutMessageStatus.FLUSH_DISK_TIMEOUT,
-            append=outcome.put.append,
-            message="not flushed within sync_flush_timeout_ms",
-        )
+        return outcome.put if ok else outcome.put.flush_timed_out()

@@ -20,7 +20,7 @@ import logging
 from concurrent.futures import Future
 
 from broker.store.inner import MessageInner
-from broker.store.results import PutMessageResult, PutMessageStatus
+from broker.store.results import PutMessageResult
 from broker.store.store import MessageStore
 
 __all__ = ["FlushWaiter", "GroupAppender"]
@@ -43,14 +43,6 @@ class FlushWaiter:
             self._shared[key] = fut
             fut.add_done_callback(lambda _f: self._shared.pop(key, None))
         return fut
-
-
-def _timed_out(put: PutMessageResult) -> PutMessageResult:
-    return PutMessageResult(
-        PutMessageStatus.FLUSH_DISK_TIMEOUT,
-        append=put.append,
-        message="not flushed within sync_flush_timeout_ms",
-    )
 
 
 class GroupAppender:
@@ -108,7 +100,7 @@ class GroupAppender:
         def finish(ok: bool) -> None:
             for fut, res in zip(futs, results, strict=True):
                 if not fut.done():
-                    fut.set_result(res if ok or not res.ok else _timed_out(res))
+                    fut.set_result(res if ok or not res.ok else res.flush_timed_out())
 
         timer = loop.call_later(timeout_s, finish, False)
 

@@ -87,6 +87,14 @@ class PutMessageResult:
     def ok(self) -> bool:
         return self.status.ok
 
+    def flush_timed_out(self) -> PutMessageResult:
+        """This append, stored but not flushed within ``sync_flush_timeout_ms``."""
+        return PutMessageResult(
+            PutMessageStatus.FLUSH_DISK_TIMEOUT,
+            append=self.append,
+            message="not flushed within sync_flush_timeout_ms",
+        )
+
 
 class GetMessageStatus(str, enum.Enum):
     FOUND = "FOUND"

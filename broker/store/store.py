@@ -465,13 +465,7 @@ class MessageStore:
             ok = future.result(timeout=self.config.sync_flush_timeout_ms / 1000)
         except FutureTimeout:
             ok = False
-        if ok:
-            return result
-        return PutMessageResult(
-            PutMessageStatus.FLUSH_DISK_TIMEOUT,
-            append=result.append,
-            message="not flushed within sync_flush_timeout_ms",
-        )
+        return result if ok else result.flush_timed_out()
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         return self.wait_flush(*self.put_message_nowait(msg))
