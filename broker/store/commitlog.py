@@ -132,6 +132,14 @@ class CommitLog:
         self._store_host_i64 = int.from_bytes(store_host, "big", signed=True)
         self.queue = MappedFileQueue(config.commit_log_dir, self.segment_size)
         self._topic_bytes: dict[str, bytes] = {}
+        # records are laid out here, then written with one pwrite (see MappedFile.pwrite);
+        # used under the store's put lock, grown to the largest chunk seen
+        self._scratch_buf = np.empty(1 << 20, dtype=np.uint8)
+
+    def _scratch(self, size: int) -> np.ndarray:
+        if self._scratch_buf.shape[0] < size:
+            self._scratch_buf = np.empty(max(size, 2 * self._scratch_buf.shape[0]), np.uint8)
+        return self._scratch_buf
 
     # -- layout -----------------------------------------------------------------
 
@@ -274,14 +282,14 @@ class CommitLog:
             base = mf.file_from_offset + pos
             length = int(ends[k - 1]) - before
             rel[i:k] = ends[i:k] - sizes[i:k] - before
-            dst = np.frombuffer(mf.buffer(), dtype=np.uint8, count=length, offset=pos)
+            dst = self._scratch(length)
             encode_batch_records(
                 scanned.data, scanned.starts, scanned.body_lens, scanned.props_lens,
                 scanned.flags, scanned.crcs, scanned.tags_codes, i, k - i, rel, dst,
                 template, topic, queue_offset + i, base, offsets, out_sizes,
                 cq_entries[i * CQ_ENTRY_SIZE : k * CQ_ENTRY_SIZE],
             )  # fmt: skip
-            del dst
+            mf.pwrite(pos, dst.data[:length])
             mf.wrote_position = pos + length
             if first_offset < 0:
                 first_offset = base

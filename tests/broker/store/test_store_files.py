@@ -12,6 +12,8 @@ from conftest import TOPIC, StoreFactory, put
 
 from broker.store.checkpoint import Checkpoint
 from broker.store.files import atomic_write, file_name, load_json, parse_file_name, save_json
+from broker.store.mapped_file import MappedFile
+from connector.errors import StoreError
 
 
 def test_file_names() -> None:
@@ -169,3 +171,16 @@ def test_store_starts_with_malformed_checkpoint(make_store: StoreFactory) -> Non
     assert not again.recovery.checkpoint_found
     assert again.get_message(TOPIC, 0, 0).bodies() == [f"m{i}".encode() for i in range(5)]
     assert [m.body for m in again.query_message(TOPIC, "k3")] == [b"m3"]
+
+
+def test_pwrite_is_seen_through_the_mapping_and_bounded(tmp_path: Path) -> None:
+    mf = MappedFile(tmp_path / file_name(0), 8192)
+    try:
+        mf.pwrite(4090, b"0123456789")  # across a page boundary
+        assert mf.read(4090, 10) == b"0123456789"  # the mapping reads the same page cache
+        assert bytes(mf.buffer()[4088:4102]) == b"\0\x000123456789\0\0"
+        with pytest.raises(StoreError, match="overruns"):
+            mf.pwrite(8190, b"abc")
+        assert mf.read(8188, 4) == b"\0" * 4  # nothing of the refused write landed
+    finally:
+        mf.close()
