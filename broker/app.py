@@ -142,6 +142,8 @@ def create_app(controller: BrokerController, *, hot_path: bool = True) -> FastAP
             "addr": cfg.addr,
             "flush_disk_type": ctrl.store.config.flush_disk_type.value,
             "commit_log_max_offset": ctrl.store.commit_log.max_offset(),
+            "disk_used_percent": round(ctrl.store.disk_used, 1),
+            "disk_full": ctrl.store.disk_full,  # writes refused (disk_space_warning_level_ratio)
             "started_ms": ctrl.started_ms,
             "recovery": None if rec is None else {"abnormal": rec.abnormal},
             "registrations": ctrl.registrar.registrations,

@@ -43,6 +43,7 @@ class StoreConfig:
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
     disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
     delete_files_batch_max: int = 10
     clean_resource_interval_ms: int = 10_000
     check_crc_on_recover: bool = True
@@ -69,8 +70,17 @@ class StoreConfig:
                 raise ConfigError(f"{name} must be positive")
         if self.max_hash_slot_num < 1 or self.max_index_num < 2:
             raise ConfigError("index sizes must be positive")
-        if not 0 <= self.disk_max_used_space_ratio <= 100:
-            raise ConfigError("disk_max_used_space_ratio is a percentage")
+        for name in (
+            "disk_max_used_space_ratio",
+            "disk_space_clean_forcibly_ratio",
+            "disk_space_warning_level_ratio",
+        ):
+            if not 0 <= getattr(self, name) <= 100:
+                raise ConfigError(f"{name} is a percentage (0-100)")
+        if self.disk_space_warning_level_ratio < self.disk_space_clean_forcibly_ratio:
+            raise ConfigError(
+                "disk_space_warning_level_ratio must not be below disk_space_clean_forcibly_ratio"
+            )
 
     @property
     def commit_log_dir(self) -> Path:

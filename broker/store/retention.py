@@ -5,6 +5,12 @@ disk holding the store passes ``disk_max_used_space_ratio`` percent, or when
 asked (``manual``). Past ``disk_space_clean_forcibly_ratio`` the oldest
 segment goes even if it has not expired. The active (last) segment is never
 deleted. Queues and index then move their min offsets up past what is gone.
+
+Each run also tells the store how full its disk is: past
+``disk_space_warning_level_ratio`` the store refuses writes (SERVICE_NOT_AVAILABLE,
+"disk full") until use falls back to ``disk_space_clean_forcibly_ratio``, as
+RocketMQ does, so a filling disk stops writes before a write into the mapped,
+sparse segments could hit a full filesystem.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ def disk_used_percent(store: MessageStore) -> float:
 def clean_expired_files(store: MessageStore, *, now: float, manual: bool = False) -> int:
     cfg = store.config
     used = disk_used_percent(store)
+    store.note_disk_used(used)
     space_full = used > cfg.disk_max_used_space_ratio
     forcibly = used > cfg.disk_space_clean_forcibly_ratio
     if not (manual or space_full or is_delete_hour(cfg.delete_when, now)):

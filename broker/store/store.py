@@ -9,6 +9,7 @@ its ConsumeQueue entry exists. Expected outcomes are statuses
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 import operator
@@ -39,7 +40,7 @@ from broker.store.results import (
     PutMessageStatus,
     RecoveryReport,
 )
-from broker.store.retention import clean_expired_files
+from broker.store.retention import clean_expired_files, disk_used_percent
 from connector.errors import CorruptRecordError, InvalidTopicError, StoreError
 from connector.protocol.message import MessageExt
 from connector.protocol.msgid import encode_host
@@ -94,6 +95,8 @@ class MessageStore:
         self.groups_appended = 0  # put_group_nowait calls that appended something
         self.messages_grouped = 0  # messages they appended
         self._services: list[PeriodicService] = []
+        self.disk_full = False  # past disk_space_warning_level_ratio: writes are refused
+        self.disk_used = 0.0  # percent, as last measured
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -139,6 +142,7 @@ class MessageStore:
         )
         for service in self._services:
             service.start()
+        self.note_disk_used(disk_used_percent(self))
         self.running = True
         return report
 
@@ -261,9 +265,40 @@ class MessageStore:
         self._last_store_ts = now
         return now
 
+    def note_disk_used(self, percent: float) -> None:
+        """Mark the disk full past ``disk_space_warning_level_ratio`` (writes are then
+        refused) and writable again once use is back at ``disk_space_clean_forcibly_ratio``."""
+        cfg = self.config
+        self.disk_used = percent
+        if percent > cfg.disk_space_warning_level_ratio:
+            if not self.disk_full:
+                log.error(
+                    "disk %.1f%% used, past disk_space_warning_level_ratio %d%%: "
+                    "refusing writes until it is back at %d%%",
+                    percent, cfg.disk_space_warning_level_ratio,
+                    cfg.disk_space_clean_forcibly_ratio,
+                )  # fmt: skip
+            self.disk_full = True
+        elif percent <= cfg.disk_space_clean_forcibly_ratio and self.disk_full:
+            log.warning("disk %.1f%% used: accepting writes again", percent)
+            self.disk_full = False
+
+    def _disk_full(self) -> PutMessageResult:
+        cfg = self.config
+        return PutMessageResult(
+            PutMessageStatus.SERVICE_NOT_AVAILABLE,
+            message=(
+                f"disk full: {self.disk_used:.1f}% used, past disk_space_warning_level_ratio "
+                f"{cfg.disk_space_warning_level_ratio}%; writes are refused until it is back "
+                f"at {cfg.disk_space_clean_forcibly_ratio}%"
+            ),
+        )
+
     def _check(self, topic: str, queue_id: int, bodies: Iterable[bytes]) -> PutMessageResult | None:
         if not self.running:
             return _not_running()
+        if self.disk_full:
+            return self._disk_full()
         if topic not in self._valid_topics:
             try:
                 validate_topic(topic)
@@ -340,6 +375,13 @@ class MessageStore:
                 )
             except RecordTooLarge as exc:
                 return PutMessageResult(exc.status, message=str(exc)), None
+            except OSError as exc:  # the disk filled up between two checks of its use
+                log.error("batch append to %s failed: %s", batch.topic, exc)
+                if exc.errno == errno.ENOSPC:
+                    self.note_disk_used(100.0)
+                return PutMessageResult(
+                    PutMessageStatus.SERVICE_NOT_AVAILABLE, message=f"write failed: {exc}"
+                ), None
             if cq is None:  # created only once something is stored in it
                 cq = self.consume_queue(batch.topic, batch.queue_id, create=True)
                 assert cq is not None

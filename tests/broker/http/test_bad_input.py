@@ -607,3 +607,23 @@ def test_offset_msg_id_at_every_byte(make_client: ClientFactory) -> None:
             assert_error(back, 404, "MESSAGE_NOT_EXIST")
     assert found == starts
     assert commit_log_max(client) == end
+
+
+def test_a_full_disk_refuses_writes_with_503(make_client: ClientFactory) -> None:
+    # ratios of 0 %: any disk in use counts as past disk_space_warning_level_ratio
+    client = make_client(
+        raise_server_exceptions=False,
+        extra={"disk_space_warning_level_ratio": 0, "disk_space_clean_forcibly_ratio": 0},
+    )
+    log_before = commit_log_max(client)
+    for resp in (
+        client.post("/topics/Full/messages", json={"body": "x"}),
+        post_batch(client, "Full", FIRST),
+        post_batch(client, "Full", FIRST + SECOND, queue_id=0),
+    ):
+        assert_error(resp, 503, "SERVICE_NOT_AVAILABLE")
+        assert "disk full" in resp.json()["message"]
+    assert commit_log_max(client) == log_before
+    state = health(client)  # reads and the rest go on
+    assert state["disk_full"] is True
+    assert state["disk_used_percent"] > 0

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
-from conftest import TOPIC, FakeClock, StoreFactory, put, segment_files
+from conftest import TOPIC, FakeClock, StoreFactory, inner, put, segment_files
 
-from broker.store.results import GetMessageStatus
+from broker.store.config import StoreConfig
+from broker.store.inner import BatchInner
+from broker.store.results import GetMessageStatus, PutMessageStatus
 from broker.store.retention import is_delete_hour
 from broker.store.store import MessageStore
+from connector.errors import ConfigError
+from connector.protocol.message import Message
 
 SEG = 4096
 HOUR = 3600.0
@@ -212,7 +217,7 @@ def test_forcible_ratio_deletes_oldest_even_unexpired(make_store: StoreFactory) 
 
 
 def test_single_segment_is_never_deleted(make_store: StoreFactory) -> None:
-    store = make_store(mapped_file_size_commit_log=SEG, disk_usage=lambda _p: (100, 99, 1))
+    store = make_store(mapped_file_size_commit_log=SEG, disk_usage=lambda _p: (100, 88, 12))
     put(store, b"only")
     now = time.time()
     [only] = segment_files(store.config.commit_log_dir)
@@ -237,3 +242,63 @@ def test_offset_by_time_after_retention_starts_at_new_min(make_store: StoreFacto
     assert store.get_offset_in_queue_by_time(TOPIC, 0, base) == lo
     assert store.get_offset_in_queue_by_time(TOPIC, 0, base + (lo + 2) * 1000) == lo + 2
     assert store.get_offset_in_queue_by_time(TOPIC, 0, base + 10**9) == 60
+
+
+def test_a_disk_past_the_warning_ratio_refuses_writes_until_it_drains(
+    make_store: StoreFactory,
+) -> None:
+    usage = {"used": 50}
+    store = make_store(
+        mapped_file_size_commit_log=SEG,
+        disk_space_clean_forcibly_ratio=85,
+        disk_space_warning_level_ratio=90,
+        disk_usage=lambda _p: (100, usage["used"], 100 - usage["used"]),
+    )
+    put(store, b"before")
+    usage["used"] = 95
+    store.clean_expired_files(now=time.time())
+    refusals = [
+        store.put_message(inner(b"single")),
+        store.put_messages(
+            BatchInner.from_messages(
+                [Message(topic=TOPIC, body=b"a"), Message(topic=TOPIC, body=b"b")],
+                queue_id=0,
+                born_timestamp=0,
+            )
+        ),
+        *store.put_group_nowait([inner(b"g1"), inner(b"g2", queue_id=1)])[0],
+    ]
+    for res in refusals:
+        assert res.status is PutMessageStatus.SERVICE_NOT_AVAILABLE, res
+        assert "disk full: 95.0% used" in (res.message or "")
+    assert store.get_message(TOPIC, 0, 0).bodies() == [b"before"]  # reads go on
+    usage["used"] = 88  # below the warning ratio, not yet at the forcible one
+    store.clean_expired_files(now=time.time())
+    assert store.put_message(inner(b"still")).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    usage["used"] = 85
+    store.clean_expired_files(now=time.time())
+    put(store, b"after")
+    assert store.get_message(TOPIC, 0, 0, 10).bodies() == [b"before", b"after"]
+
+
+def test_a_store_started_on_a_full_disk_refuses_writes_at_once(make_store: StoreFactory) -> None:
+    store = make_store(disk_usage=lambda _p: (100, 97, 3))
+    assert store.put_message(inner(b"x")).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("disk_space_warning_level_ratio", 101), ("disk_space_clean_forcibly_ratio", -1)],
+)
+def test_disk_ratios_are_percentages(tmp_path: Path, field: str, value: int) -> None:
+    with pytest.raises(ConfigError, match=field):
+        StoreConfig(store_dir=tmp_path, **{field: value})
+
+
+def test_the_warning_ratio_is_not_below_the_forcible_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="disk_space_warning_level_ratio"):
+        StoreConfig(
+            store_dir=tmp_path,
+            disk_space_warning_level_ratio=80,
+            disk_space_clean_forcibly_ratio=85,
+        )
