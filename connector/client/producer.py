@@ -561,22 +561,23 @@ class Producer:
             addr, "POST", target, encoded.data, _OCTET, timeout_s=timeout_ms / 1000
         )
         raw: dict[str, Any] = decode_json(addr, resp)
-        offsets = batch_offsets(raw["offset_runs"], encoded.sizes)
+        status = SendStatus(raw["status"])
+        queue = MessageQueue(mq.topic, mq.broker_name, int(raw["queue_id"]))
         host = str(raw["store_host"])
-        offset_ids = (
-            offset_msg_ids(host, offsets)
-            if len(offsets) > 8
-            else tuple(f"{host}{off:016X}" for off in offsets)
-        )
-        ids = tuple(encoded.msg_ids)
-        return SendResult(
-            status=SendStatus(raw["status"]),
-            msg_id=",".join(ids),
-            offset_msg_id=",".join(offset_ids),
-            queue=MessageQueue(mq.topic, mq.broker_name, int(raw["queue_id"])),
-            queue_offset=int(raw["queue_offset"]),
-            msg_ids=ids,
-            offset_msg_ids=offset_ids,
+        runs, sizes = raw["offset_runs"], encoded.sizes
+        if len(sizes) == 1:  # a single message: its ids now, it is cheap
+            offset_id = f"{host}{batch_offsets(runs, sizes)[0]:016X}"
+            ids = tuple(encoded.msg_ids)
+            return SendResult(
+                status, ids[0], offset_id, queue, int(raw["queue_offset"]), ids, (offset_id,)
+            )
+        # a batch: its offset msgIds (~0.3 us each) are made when first read
+
+        def offset_ids() -> tuple[str, ...]:
+            return offset_msg_ids(host, batch_offsets(runs, sizes))
+
+        return SendResult.of_batch(
+            status, queue, int(raw["queue_offset"]), encoded.msg_ids, offset_ids
         )
 
     def _hooks_before(self, ctx: SendContext) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -11,7 +12,6 @@ from connector.protocol.status import PullStatus, SendStatus
 __all__ = ["PullResult", "SendContext", "SendMessageHook", "SendResult"]
 
 
-@dataclass(frozen=True, slots=True)
 class SendResult:
     """Where a message (or a batch) was stored.
 
@@ -19,15 +19,104 @@ class SendResult:
     broker's (host + CommitLog offset, usable with ``GET /messages/{id}``).
     For a batch they are the ids of all its messages joined by commas, as in
     RocketMQ, and ``msg_ids`` / ``offset_msg_ids`` hold them one by one.
+
+    Read-only. A batch's ids are worked out when first read: a caller that
+    only counts (the Spark sink) does not pay for a thousand of them a batch.
     """
 
+    __slots__ = ("_ids", "_joined", "_offset_ids", "_offsets", "queue", "queue_offset", "status")
+
     status: SendStatus
-    msg_id: str
-    offset_msg_id: str
     queue: MessageQueue
     queue_offset: int
-    msg_ids: tuple[str, ...] = ()
-    offset_msg_ids: tuple[str, ...] = ()
+    _ids: Sequence[str]
+    _joined: tuple[str, str] | None  # msg_id and offset_msg_id as given, or None: derive
+    _offset_ids: tuple[str, ...]
+    _offsets: Callable[[], tuple[str, ...]] | None  # makes _offset_ids on first read
+
+    def __init__(
+        self,
+        status: SendStatus,
+        msg_id: str,
+        offset_msg_id: str,
+        queue: MessageQueue,
+        queue_offset: int,
+        msg_ids: tuple[str, ...] = (),
+        offset_msg_ids: tuple[str, ...] = (),
+    ) -> None:
+        _set = object.__setattr__
+        _set(self, "status", status)
+        _set(self, "queue", queue)
+        _set(self, "queue_offset", queue_offset)
+        _set(self, "_ids", tuple(msg_ids))
+        _set(self, "_joined", (msg_id, offset_msg_id))
+        _set(self, "_offset_ids", tuple(offset_msg_ids))
+        _set(self, "_offsets", None)
+
+    @classmethod
+    def of_batch(
+        cls,
+        status: SendStatus,
+        queue: MessageQueue,
+        queue_offset: int,
+        msg_ids: Sequence[str],
+        offsets: Callable[[], tuple[str, ...]],
+    ) -> SendResult:
+        """A result whose ids are derived on first read: ``msg_ids`` (kept as given)
+        and ``offsets()``, which returns the offset msgIds in the same order."""
+        res = cls(status, "", "", queue, queue_offset)
+        object.__setattr__(res, "_ids", msg_ids)
+        object.__setattr__(res, "_joined", None)
+        object.__setattr__(res, "_offsets", offsets)
+        return res
+
+    @property
+    def msg_ids(self) -> tuple[str, ...]:
+        ids = self._ids
+        if type(ids) is not tuple:
+            ids = tuple(ids)
+            object.__setattr__(self, "_ids", ids)
+        return ids
+
+    @property
+    def offset_msg_ids(self) -> tuple[str, ...]:
+        if self._offsets is not None:
+            object.__setattr__(self, "_offset_ids", self._offsets())
+            object.__setattr__(self, "_offsets", None)
+        return self._offset_ids
+
+    @property
+    def msg_id(self) -> str:
+        return self._joined[0] if self._joined is not None else ",".join(self.msg_ids)
+
+    @property
+    def offset_msg_id(self) -> str:
+        return self._joined[1] if self._joined is not None else ",".join(self.offset_msg_ids)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"SendResult is read-only (tried to set {name})")
+
+    def _key(self) -> tuple[object, ...]:
+        return (
+            self.status, self.msg_id, self.offset_msg_id, self.queue, self.queue_offset,
+            self.msg_ids, self.offset_msg_ids,
+        )  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SendResult):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"SendResult(status={self.status!r}, msg_id={self.msg_id!r}, "
+            f"offset_msg_id={self.offset_msg_id!r}, queue={self.queue!r}, "
+            f"queue_offset={self.queue_offset!r}, msg_ids={self.msg_ids!r}, "
+            f"offset_msg_ids={self.offset_msg_ids!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

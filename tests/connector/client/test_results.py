@@ -1,0 +1,43 @@
+"""SendResult: read-only, and a batch's ids made only when read."""
+
+from __future__ import annotations
+
+import pytest
+
+from connector.client.results import SendResult
+from connector.protocol.message import MessageQueue
+from connector.protocol.status import SendStatus
+
+MQ = MessageQueue("T", "broker-a", 3)
+
+
+def test_a_single_result_holds_what_it_was_given() -> None:
+    r = SendResult(SendStatus.SEND_OK, "U1", "O1", MQ, 7, ("U1",), ("O1",))
+    assert (r.status, r.msg_id, r.offset_msg_id, r.queue, r.queue_offset) == (
+        SendStatus.SEND_OK, "U1", "O1", MQ, 7,
+    )  # fmt: skip
+    assert r.msg_ids == ("U1",) and r.offset_msg_ids == ("O1",)
+    assert "msg_id='U1'" in repr(r)
+    with pytest.raises(AttributeError, match="read-only"):
+        r.queue_offset = 8  # type: ignore[misc]
+
+
+def test_a_batch_makes_its_offset_ids_once_and_only_when_read() -> None:
+    calls = []
+
+    def offsets() -> tuple[str, ...]:
+        calls.append(1)
+        return ("O1", "O2", "O3")
+
+    ids = ["U1", "U2", "U3"]
+    r = SendResult.of_batch(SendStatus.SEND_OK, MQ, 10, ids, offsets)
+    assert r.msg_ids == ("U1", "U2", "U3") and r.msg_id == "U1,U2,U3"
+    assert calls == []  # nobody asked for the offset ids yet
+    assert r.offset_msg_id == "O1,O2,O3"
+    assert r.offset_msg_ids == ("O1", "O2", "O3")
+    assert calls == [1]
+    eager = SendResult(
+        SendStatus.SEND_OK, "U1,U2,U3", "O1,O2,O3", MQ, 10, ("U1", "U2", "U3"), ("O1", "O2", "O3")
+    )
+    assert r == eager and hash(r) == hash(eager)
+    assert r != SendResult(SendStatus.SEND_OK, "U1", "O1", MQ, 10, ("U1",), ("O1",))
