@@ -293,7 +293,7 @@ class Producer:
                 raise MessageTooLargeError(len(body), limit)
             if msg.delay_level:
                 raise MessageIllegalError("delay levels are not supported in batches")
-            if msg.tags or msg.keys or msg.properties:
+            if msg.tags or msg._keys or msg.properties:  # _keys: None unless keys were set
                 msg.validate()
                 props = msg.all_properties()
                 key = props.setdefault(PropertyKeys.UNIQ_KEY, uniq)  # the caller's, if set
@@ -615,7 +615,7 @@ def _plain(msgs: Sequence[Message], topic: str) -> bool:
     for m in msgs:
         if (
             m.topic != topic
-            or m.keys
+            or m._keys  # None unless keys were set (reading .keys would make a list)
             or m.properties
             or m.delay_level
             or m.flag
