@@ -29,7 +29,7 @@ class SendResult:
     status: SendStatus
     queue: MessageQueue
     queue_offset: int
-    _ids: Sequence[str]
+    _ids: tuple[str, ...]
     _joined: tuple[str, str] | None  # msg_id and offset_msg_id as given, or None: derive
     _offset_ids: tuple[str, ...]
     _offsets: Callable[[], tuple[str, ...]] | None  # makes _offset_ids on first read
@@ -62,21 +62,17 @@ class SendResult:
         msg_ids: Sequence[str],
         offsets: Callable[[], tuple[str, ...]],
     ) -> SendResult:
-        """A result whose ids are derived on first read: ``msg_ids`` (kept as given)
-        and ``offsets()``, which returns the offset msgIds in the same order."""
+        """A result whose offset msgIds come from ``offsets()`` (in ``msg_ids``' order)
+        when first read, and whose comma-joined ids are made when first read."""
         res = cls(status, "", "", queue, queue_offset)
-        object.__setattr__(res, "_ids", msg_ids)
+        object.__setattr__(res, "_ids", tuple(msg_ids))
         object.__setattr__(res, "_joined", None)
         object.__setattr__(res, "_offsets", offsets)
         return res
 
     @property
     def msg_ids(self) -> tuple[str, ...]:
-        ids = self._ids
-        if type(ids) is not tuple:
-            ids = tuple(ids)
-            object.__setattr__(self, "_ids", ids)
-        return ids
+        return self._ids
 
     @property
     def offset_msg_ids(self) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ def test_a_batch_makes_its_offset_ids_once_and_only_when_read() -> None:
 
     ids = ["U1", "U2", "U3"]
     r = SendResult.of_batch(SendStatus.SEND_OK, MQ, 10, ids, offsets)
+    ids.append("U4")  # the caller's list is not the result's
     assert r.msg_ids == ("U1", "U2", "U3") and r.msg_id == "U1,U2,U3"
     assert calls == []  # nobody asked for the offset ids yet
     assert r.offset_msg_id == "O1,O2,O3"
