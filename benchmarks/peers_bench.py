@@ -24,11 +24,14 @@ Workloads, 100-byte bodies, one client process (this one):
    (building the ``Message`` objects included), redis-py pipeline of 1,000
    XADD (``transaction=False``), JetStream ``publish_async`` (nats-py's window
    of outstanding acks, 4,000 by default). Also pymq ``send_async`` (8
-   workers), a smaller count: one request per message.
+   workers), a smaller count: one request per message; and the same with
+   ``auto_batch=True`` (RocketMQ 5's autoBatch: the producer gathers the
+   messages into batch requests, each message keeps its own result).
 2. one synchronous message at a time, one thread: pymq ``Producer.send``,
    XADD, ``await js.publish``: msgs/s and p50/p99 latency.
 3. durable produce, 64 concurrent producers: SYNC_FLUSH broker with 64
-   threads sharing one ``Producer`` (it is thread-safe) calling ``send``;
+   threads sharing one ``Producer`` (it is thread-safe) calling ``send``
+   (and, as an extra pymq row, the same with ``auto_batch=True``);
    redis with appendfsync always, 64 threads each with its own connection;
    JetStream (default file storage) with 64 asyncio tasks awaiting
    ``js.publish`` on one connection. Not the same promise: pymq and redis
@@ -559,6 +562,25 @@ def pymq_scale(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def pymq_async(producer: Producer, count: int) -> float:
+    """``count`` ``send_async`` calls from one thread, then every future awaited; msgs/s."""
+    t0 = time.perf_counter()
+    futures = [producer.send_async(Message(topic=SINGLE_TOPIC, body=BODY)) for _ in range(count)]
+    for f in futures:
+        f.result(120)
+    return count / (time.perf_counter() - t0)
+
+
+def pymq_durable(producer: Producer, per_producer: int) -> float:
+    """``PRODUCERS`` threads, each ``per_producer`` sync sends; msgs/s."""
+
+    def durable(_: int) -> None:
+        for _ in range(per_producer):
+            producer.send(Message(topic=DURABLE_TOPIC, body=BODY))
+
+    return PRODUCERS * per_producer / run_threads(PRODUCERS, durable)
+
+
 def pymq_core(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with LocalCluster(base / "async", brokers=1, namesrvs=1, env=pymq_env("ASYNC_FLUSH")) as c:
@@ -571,14 +593,11 @@ def pymq_core(base: Path, args: argparse.Namespace) -> dict[str, Any]:
             pymq_warm(producer)
             out["batch"] = pymq_batches(producer, BATCH_TOPIC, BODY, args.messages, BATCH)
 
-            t0 = time.perf_counter()
-            futures = [
-                producer.send_async(Message(topic=SINGLE_TOPIC, body=BODY))
-                for _ in range(args.async_messages)
-            ]
-            for f in futures:
-                f.result(120)
-            out["async"] = args.async_messages / (time.perf_counter() - t0)
+            out["async"] = pymq_async(producer, args.async_messages)
+            with Producer(group="peers-bench", namesrv=ns, auto_batch=True) as batching:
+                for _ in range(200):  # its threads and connections, before the clock
+                    batching.send(Message(topic=SINGLE_TOPIC, body=BODY))
+                out["async_auto_batch"] = pymq_async(batching, args.async_messages)
 
             warm = 200 + 5 * BATCH  # and the compiled record index loaded before the clock
             pymq_consume(consumer, WARM_TOPIC, warm, records=True)
@@ -594,16 +613,13 @@ def pymq_core(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     os.sync()  # the durable run measures its own fsyncs, not the writeback of the above
     with LocalCluster(base / "sync", brokers=1, namesrvs=1, env=pymq_env("SYNC_FLUSH")) as c:
         pymq_topics(c.namesrv_addr, {DURABLE_TOPIC: 8})
-        with Producer(group="peers-bench", namesrv=c.namesrv_addr) as producer:
-            for _ in range(200):
-                producer.send(Message(topic=DURABLE_TOPIC, body=BODY))
-
-            def durable(_: int) -> None:
-                for _ in range(args.durable_per_producer):
+        for key, batching in (("durable", False), ("durable_auto_batch", True)):
+            with Producer(
+                group="peers-bench", namesrv=c.namesrv_addr, auto_batch=batching
+            ) as producer:
+                for _ in range(200):
                     producer.send(Message(topic=DURABLE_TOPIC, body=BODY))
-
-            elapsed = run_threads(PRODUCERS, durable)
-            out["durable"] = PRODUCERS * args.durable_per_producer / elapsed
+                out[key] = pymq_durable(producer, args.durable_per_producer)
     shutil.rmtree(base / "sync", ignore_errors=True)
     return out
 
@@ -1028,10 +1044,13 @@ RUNNERS: dict[str, Callable[[Path, argparse.Namespace], dict[str, Any]]] = {
 ROWS: list[tuple[str, str, str, str, str]] = [
     ("1 batched produce", "batch", "", "msgs/s", ""),
     ("1 pymq send_async, 8 workers (vs row 1)", "async", "", "msgs/s", "batch"),
+    ("1 pymq send_async, auto_batch (vs row 1)", "async_auto_batch", "", "msgs/s", "batch"),
     ("2 single sync send, 1 thread", "single", "msgs_per_s", "msgs/s", ""),
     ("2 single sync send: p50", "single", "p50_ms", "ms", ""),
     ("2 single sync send: p99", "single", "p99_ms", "ms", ""),
     ("3 durable, 64 producers", "durable", "", "msgs/s", ""),
+    ("3 pymq durable, 64 producers, auto_batch (vs row 3)", "durable_auto_batch", "", "msgs/s",
+     "durable"),
     ("4 consume from start (pymq: pull)", "consume", "", "msgs/s", ""),
     ("4 pymq pull_records + index (vs row 4)", "consume_records", "", "msgs/s", "consume"),
     ("5 e2e at fixed rate: p50", "e2e", "p50_ms", "ms", ""),

@@ -12,7 +12,8 @@ is a duplicate a consumer can recognise (delivery is at-least-once).
 Bodies over ``compress_msg_body_over_howmuch`` are zlib-compressed (single
 messages; the consumer inflates them). Thread-safe: one producer serves many
 threads. ``send_async`` runs the same path on a small pool, with at most
-``client_async_semaphore_value`` sends in flight.
+``client_async_semaphore_value`` sends in flight. With ``auto_batch``, single
+sends are gathered into batch requests (see ``connector.client.accumulator``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from connector.client.accumulator import (
+    BatchKey,
+    Gathered,
+    ProduceAccumulator,
+    SyncWaiter,
+    Waiter,
+)
 from connector.client.latency import (
     DEFAULT_LATENCY_MAX_MS,
     DEFAULT_NOT_AVAILABLE_DURATION_MS,
@@ -96,6 +104,10 @@ class Producer:
         default_topic_queue_nums: int = 4,
         client_async_semaphore_value: int = 65_535,
         async_workers: int = 8,
+        auto_batch: bool = False,
+        batch_max_delay_ms: int = 10,
+        batch_max_bytes: int = 32 * 1024,
+        total_batch_max_bytes: int = 32 * MiB,
         fault_strategy: MQFaultStrategy | None = None,
     ) -> None:
         self.group = validate_group(group)
@@ -112,6 +124,18 @@ class Producer:
                 raise ConfigError(f"{name} must be positive")
         if retry_times_when_send_failed < 0 or retry_times_when_send_async_failed < 0:
             raise ConfigError("retry counts must not be negative")
+        # RocketMQ's bounds (ProduceAccumulator)
+        if not 1 <= batch_max_delay_ms <= 30_000:
+            raise ConfigError("batch_max_delay_ms must be between 1 ms and 30 s")
+        if not 1 <= batch_max_bytes <= 2 * MiB:
+            raise ConfigError("batch_max_bytes must be between 1 byte and 2 MiB")
+        if total_batch_max_bytes <= 0:
+            raise ConfigError("total_batch_max_bytes must be positive")
+        self.auto_batch = auto_batch
+        self.batch_max_delay_ms = batch_max_delay_ms
+        self.batch_max_bytes = batch_max_bytes
+        self.total_batch_max_bytes = total_batch_max_bytes
+        self._accumulator: ProduceAccumulator | None = None
         self.send_msg_timeout_ms = send_msg_timeout_ms
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
@@ -151,6 +175,15 @@ class Producer:
                 self._executor = ThreadPoolExecutor(
                     self._async_workers, thread_name_prefix=f"pymq-producer-{self.group}"
                 )
+                if self.auto_batch:
+                    self._accumulator = ProduceAccumulator(
+                        self._send_gathered,
+                        max_delay_ms=self.batch_max_delay_ms,
+                        max_bytes=self.batch_max_bytes,
+                        total_max_bytes=self.total_batch_max_bytes,
+                        workers=self._async_workers,
+                        name=self.group,
+                    )
                 self._background = threading.Thread(
                     target=self._background_loop, name="pymq-producer-routes", daemon=True
                 )
@@ -164,6 +197,8 @@ class Producer:
                 return
             self._closed = True
             executor, self._executor = self._executor, None
+        if self._accumulator is not None:  # what it gathered is sent first
+            self._accumulator.close()
         self._stop.set()
         if executor is not None:
             executor.shutdown(wait=True)
@@ -354,6 +389,10 @@ class Producer:
         """Send and wait (SYNC). ``queue``: that queue only; ``sharding_key``: ordered."""
         self.start()
         encoded = self._encode_one(msg)
+        if self._gathers(encoded, msg, sharding_key, timeout_ms):
+            waiter = SyncWaiter()
+            if self._accumulator_add(encoded, msg, (encoded.topic, queue, False), waiter):
+                return self._wait(waiter)
         return self._send(
             encoded,
             msg,
@@ -442,10 +481,71 @@ class Producer:
             finally:
                 self._async_slots.release()
 
-        future = executor.submit(run)
+        future: Future[SendResult]
+        gathered = False
+        if self._gathers(encoded, msg, sharding_key, None):
+            future = Future()
+            future.add_done_callback(lambda _: self._async_slots.release())
+            try:
+                gathered = self._accumulator_add(encoded, msg, (encoded.topic, queue, True), future)
+            except BaseException:
+                self._async_slots.release()
+                raise
+        if not gathered:
+            future = executor.submit(run)
         if callback is not None:
             future.add_done_callback(lambda f: _run_callback(callback, f))
         return future
+
+    # -- auto-batching -----------------------------------------------------------------
+
+    def _gathers(
+        self, encoded: _Encoded, msg: Message, sharding_key: str | None, timeout_ms: int | None
+    ) -> bool:
+        """Whether ``msg`` goes into an auto-batch: not without auto-batching, nor with a
+        compressed body, a delay level, a sharding key or a timeout of its own."""
+        return (
+            self._accumulator is not None
+            and not encoded.compressed
+            and not msg.delay_level
+            and sharding_key is None
+            and timeout_ms is None
+        )
+
+    def _accumulator_add(
+        self, encoded: _Encoded, msg: Message, key: BatchKey, waiter: Waiter
+    ) -> bool:
+        """False when the accumulator holds ``total_batch_max_bytes``: send it alone."""
+        acc = self._accumulator
+        assert acc is not None
+        return acc.add(
+            key,
+            encoded.data,
+            encoded.msg_ids[0],
+            encoded.sizes[0],
+            msg,
+            waiter,
+            caller_sends=isinstance(waiter, SyncWaiter),
+        )
+
+    def _wait(self, waiter: SyncWaiter) -> SendResult:
+        """A sync send's result from its batch (whose send is bounded by its own budget)."""
+        limit_s = (self.batch_max_delay_ms + self.send_msg_timeout_ms) / 1000 + 5
+        result = waiter.wait(limit_s)
+        if result is None:
+            raise RemotingTimeoutError(f"no answer for an auto-batched send within {limit_s:.1f} s")
+        return result
+
+    def _send_gathered(self, key: BatchKey, batch: Gathered) -> SendResult:
+        topic, queue, is_async = key
+        encoded = _Encoded(topic, b"".join(batch.parts), batch.ids, batch.sizes, False)
+        retries = (
+            self.retry_times_when_send_async_failed
+            if is_async
+            else self.retry_times_when_send_failed
+        )
+        msgs = batch.msgs
+        return self._send(encoded, msgs[0] if len(msgs) == 1 else msgs, retries, queue=queue)
 
     def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None) -> None:
         """Send without waiting for (or retrying on) the answer."""

@@ -1,0 +1,213 @@
+"""ProduceAccumulator's own rules: when a batch goes, what it holds, who gets what.
+
+The sender here is a function that records each batch and answers when the
+test lets it: the rules under test are the accumulator's, and only a sender
+the test controls can hold a batch "on the wire" at a chosen moment. The
+send path itself is covered against real brokers in tests/connector/e2e.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+import pytest
+
+from connector.client.accumulator import (
+    IN_FLIGHT_PER_KEY,
+    BatchKey,
+    Gathered,
+    ProduceAccumulator,
+    SyncWaiter,
+    split_batch_result,
+)
+from connector.client.results import SendResult
+from connector.errors import PyMQError, RemotingTimeoutError
+from connector.protocol.message import Message, MessageQueue
+from connector.protocol.status import SendStatus
+
+KEY: BatchKey = ("T", None, True)
+QUEUE = MessageQueue("T", "broker-a", 3)
+
+
+class Wire:
+    """A sender whose batches stay in flight until ``release`` (or answer at once)."""
+
+    def __init__(self, *, hold: bool = True) -> None:
+        self.batches: list[list[str]] = []
+        self.sent = threading.Semaphore(0)
+        self.gate = threading.Semaphore(0)
+        self.hold = hold
+        self.fail: Exception | None = None
+
+    def __call__(self, key: BatchKey, batch: Gathered) -> SendResult:
+        self.batches.append(list(batch.ids))
+        self.sent.release()
+        if self.hold:
+            assert self.gate.acquire(timeout=10), "the test never released a batch"
+        if self.fail is not None:
+            raise self.fail
+        offsets = tuple(f"OFF-{i}" for i in batch.ids)
+        return SendResult.of_batch(SendStatus.SEND_OK, QUEUE, 100, batch.ids, lambda: offsets)
+
+    def wait_sent(self, count: int) -> None:
+        for _ in range(count):
+            assert self.sent.acquire(timeout=10), "a batch was never sent"
+
+    def release(self, count: int = 1) -> None:
+        for _ in range(count):
+            self.gate.release()
+
+
+def accumulator(wire: Wire, **kw: int) -> ProduceAccumulator:
+    opts = {"max_delay_ms": 10_000, "max_bytes": 1 << 20, "total_max_bytes": 1 << 30}
+    opts.update(kw)
+    return ProduceAccumulator(wire, workers=8, name="test", **opts)
+
+
+def add(acc: ProduceAccumulator, msg_id: str, size: int = 10, key: BatchKey = KEY) -> Future:
+    future: Future[SendResult] = Future()
+    assert acc.add(key, b"x" * size, msg_id, size, Message("T", b"x"), future)
+    return future
+
+
+def test_a_lone_message_goes_at_once_and_later_ones_gather_behind_it() -> None:
+    wire = Wire()
+    acc = accumulator(wire)
+    try:
+        first = [add(acc, f"a{i}") for i in range(IN_FLIGHT_PER_KEY)]
+        wire.wait_sent(IN_FLIGHT_PER_KEY)  # each went alone: the wire was free
+        later = [add(acc, f"b{i}") for i in range(5)]
+        assert not any(f.done() for f in first + later)
+        wire.release(IN_FLIGHT_PER_KEY)
+        wire.wait_sent(1)  # the five, as one batch, as soon as the wire freed up
+        wire.release()
+        results = [f.result(10) for f in first + later]
+        assert wire.batches[-1] == [f"b{i}" for i in range(5)]
+        assert [r.msg_id for r in results[-5:]] == [f"b{i}" for i in range(5)]
+        # one result a message: its own ids and the consecutive queue offsets of its batch
+        assert [r.queue_offset for r in results[-5:]] == [100, 101, 102, 103, 104]
+        assert results[-1].offset_msg_id == "OFF-b4" and results[-1].msg_ids == ("b4",)
+        assert all(r.queue == QUEUE and r.status is SendStatus.SEND_OK for r in results)
+    finally:
+        wire.hold = False
+        wire.release(100)
+        acc.close()
+
+
+def test_batch_max_bytes_closes_a_batch_and_keys_gather_apart() -> None:
+    wire = Wire()
+    acc = accumulator(wire, max_bytes=100)
+    try:
+        blocker = [add(acc, f"w{i}") for i in range(IN_FLIGHT_PER_KEY)]
+        wire.wait_sent(IN_FLIGHT_PER_KEY)
+        futures = [add(acc, f"m{i}", size=30) for i in range(7)]  # 3 fit in 100 bytes
+        wire.wait_sent(2)  # two full batches went although the wire was busy
+        assert wire.batches[-2:] == [["m0", "m1", "m2"], ["m3", "m4", "m5"]]
+        other = add(acc, "o0", key=("T", QUEUE, True))  # another key: a wire of its own
+        wire.wait_sent(1)
+        assert wire.batches[-1] == ["o0"]
+        wire.hold = False
+        wire.release(100)
+        for f in [*blocker, *futures, other]:
+            assert f.result(10).status is SendStatus.SEND_OK
+        assert ["m6"] in wire.batches
+    finally:
+        wire.hold = False
+        wire.release(100)
+        acc.close()
+
+
+def test_a_batch_waits_at_most_batch_max_delay() -> None:
+    wire = Wire()
+    acc = accumulator(wire, max_delay_ms=50)
+    try:
+        [add(acc, f"w{i}") for i in range(IN_FLIGHT_PER_KEY)]
+        wire.wait_sent(IN_FLIGHT_PER_KEY)
+        late = add(acc, "late")
+        wire.wait_sent(1)  # the timer sent it while the wire was still busy
+        assert wire.batches[-1] == ["late"]
+        wire.release(IN_FLIGHT_PER_KEY + 1)
+        assert late.result(10).msg_id == "late"
+    finally:
+        wire.hold = False
+        wire.release(100)
+        acc.close()
+
+
+def test_past_total_batch_max_bytes_the_caller_sends_alone() -> None:
+    wire = Wire()
+    acc = accumulator(wire, total_max_bytes=25)
+    try:
+        held = add(acc, "a", size=20)
+        wire.wait_sent(1)
+        refused: Future[SendResult] = Future()
+        assert not acc.add(KEY, b"y" * 10, "b", 10, Message("T", b"y"), refused)
+        wire.release()
+        held.result(10)
+        again = add(acc, "c", size=20)  # the answer gave its bytes back
+        wire.wait_sent(1)
+        wire.release()
+        assert again.result(10).msg_id == "c"
+    finally:
+        wire.hold = False
+        wire.release(100)
+        acc.close()
+
+
+def test_every_waiter_of_a_failed_batch_gets_the_error() -> None:
+    wire = Wire(hold=False)
+    wire.fail = RemotingTimeoutError("the broker did not answer")
+    acc = accumulator(wire)
+    try:
+        futures = [add(acc, f"f{i}") for i in range(4)]
+        for f in futures:
+            assert isinstance(f.exception(10), RemotingTimeoutError)
+        waiter = SyncWaiter()
+        assert acc.add(KEY, b"z", "s", 1, Message("T", b"z"), waiter, caller_sends=True)
+        with pytest.raises(RemotingTimeoutError, match="did not answer"):
+            waiter.wait(10)
+    finally:
+        acc.close()
+
+
+def test_a_sync_caller_sends_its_own_batch_when_the_wire_is_free() -> None:
+    wire = Wire(hold=False)
+    acc = accumulator(wire)
+    try:
+        waiter = SyncWaiter()
+        threads_before = threading.active_count()
+        assert acc.add(KEY, b"z", "s1", 1, Message("T", b"z"), waiter, caller_sends=True)
+        result = waiter.wait(0)  # answered before add returned: this thread sent it
+        assert result is not None and result.msg_id == "s1"
+        assert threading.active_count() == threads_before  # no pool thread was needed
+    finally:
+        acc.close()
+
+
+def test_close_sends_what_is_gathered_and_refuses_more() -> None:
+    wire = Wire()
+    acc = accumulator(wire)
+    blocker = [add(acc, f"w{i}") for i in range(IN_FLIGHT_PER_KEY)]
+    wire.wait_sent(IN_FLIGHT_PER_KEY)
+    gathered = [add(acc, f"g{i}") for i in range(3)]
+    wire.hold = False
+    wire.release(100)
+    acc.close()
+    assert all(f.done() and f.result().status is SendStatus.SEND_OK for f in blocker + gathered)
+    with pytest.raises(PyMQError, match="shut down"):
+        add(acc, "too late")
+
+
+def test_split_batch_result_of_one_message_is_the_result_itself() -> None:
+    single = SendResult(SendStatus.SEND_OK, "id", "off", QUEUE, 7, ("id",), ("off",))
+    assert split_batch_result(single, 1) == [single]
+    batch = SendResult.of_batch(
+        SendStatus.FLUSH_DISK_TIMEOUT, QUEUE, 7, ["a", "b"], lambda: ("x", "y")
+    )
+    parts = split_batch_result(batch, 2)
+    assert [(p.msg_id, p.offset_msg_id, p.queue_offset) for p in parts] == [
+        ("a", "x", 7),
+        ("b", "y", 8),
+    ]
+    assert all(p.status is SendStatus.FLUSH_DISK_TIMEOUT for p in parts)  # status kept
