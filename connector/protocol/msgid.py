@@ -73,7 +73,10 @@ def hex_ids(prefix: str, values: Sequence[int] | Any, digits: int) -> list[str]:
 
 
 def offset_msg_ids(store_host_hex: str, offsets: Sequence[int]) -> tuple[str, ...]:
-    """``store_host_hex`` (16 hex chars) + each offset as 16 hex chars, without a loop."""
+    """``store_host_hex`` (16 hex chars) + each offset as 16 hex chars: in numpy for
+    many, with f-strings for a few (numpy's fixed cost is ~15 us; an f-string ~0.3)."""
+    if len(offsets) <= 32:
+        return tuple([f"{store_host_hex}{offset:016X}" for offset in offsets])
     return tuple(hex_ids(store_host_hex, offsets, 16))
 
 
