@@ -16,8 +16,10 @@ for long (``bytes(msg.body)`` is already a copy of its own).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -221,4 +223,29 @@ def decode_records(data: bytes, *, check_crc: bool = True) -> list[MessageExt]:
     if not data:
         return []
     answer = _Answer(data, check_crc=check_crc)
-    return [PulledMessage(answer, i, body) for i, body in enumerate(answer.body_list())]
+    bodies = answer.body_list()
+    with _no_collection():
+        return [PulledMessage(answer, i, body) for i, body in enumerate(bodies)]
+
+
+@contextlib.contextmanager
+def _no_collection() -> Iterator[None]:
+    """No garbage collection while an answer's messages are made.
+
+    Each message is an object the collector tracks; made by the thousand, they
+    set off a collection every 700, and those still alive (all of them, until
+    the list is done) are moved to older generations, until a full collection
+    scans the whole heap (~50 ms with numba loaded): 35-40 % of a 10,000-message
+    pull went to the collector. Held back for the loop, the first collection
+    after it finds the new list once. Nothing is leaked: messages hold no cycles
+    the loop makes, and the counts that trigger collections keep running.
+    Left alone if the application turned the collector off itself.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import pickle
 import zlib
 
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connector.errors import CorruptRecordError
+from connector.protocol import pulled
 from connector.protocol.message import MessageExt, SysFlag
 from connector.protocol.properties import encode_properties
 from connector.protocol.pulled import PulledMessage, decode_records
@@ -134,3 +136,33 @@ def test_any_answer_decodes_like_the_python_decoder(
         for i, ((body, _, props), topic) in enumerate(zip(items, topics, strict=True))
     )
     assert decode_records(data) == reference(data)
+
+
+def test_the_collector_is_held_back_only_while_messages_are_made() -> None:
+    """decode_records turns the garbage collector off for its loop and back on, and
+    leaves it off when the application had turned it off."""
+    data = sample()
+    seen: list[bool] = []
+
+    class Spy(PulledMessage):
+        __slots__ = ()
+
+        def __init__(self, *args: object) -> None:
+            seen.append(gc.isenabled())
+            super().__init__(*args)  # type: ignore[arg-type]
+
+    assert gc.isenabled()
+    original = pulled.PulledMessage
+    pulled.PulledMessage = Spy  # type: ignore[misc]
+    try:
+        assert len(decode_records(data)) == len(reference(data))
+        assert seen and not any(seen)  # off while the messages were made
+        assert gc.isenabled()  # and on again after
+        gc.disable()
+        try:
+            decode_records(data)
+            assert not gc.isenabled()  # the application's choice is kept
+        finally:
+            gc.enable()
+    finally:
+        pulled.PulledMessage = original  # type: ignore[misc]
