@@ -218,8 +218,8 @@ class ProduceAccumulator:
             error: BaseException | None = None
             try:
                 results = split_batch_result(self._send(key, batch), len(batch.ids))
-            except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets it
-                error = exc
+            except BaseException as exc:  # noqa: BLE001 - every waiter of the batch gets it
+                error = exc  # (a KeyboardInterrupt in a caller that sends is raised below)
             with self._lock:
                 self._held -= batch.nbytes
                 left = self._in_flight[key] - 1
@@ -242,6 +242,10 @@ class ProduceAccumulator:
                 assert error is not None
                 for waiter in batch.waiters:
                     waiter.set_exception(error)
+                if not isinstance(error, Exception):
+                    if following is not None:  # not sent here: the pool takes it
+                        self._pool.submit(self._run, key, following, go_on=True)
+                    raise error
             batch = following
 
     def _expire(self) -> None:

@@ -529,8 +529,9 @@ class Producer:
         )
 
     def _wait(self, waiter: SyncWaiter) -> SendResult:
-        """A sync send's result from its batch (whose send is bounded by its own budget)."""
-        limit_s = (self.batch_max_delay_ms + self.send_msg_timeout_ms) / 1000 + 5
+        """A sync send's result from its batch: its wait behind the batch on the wire and
+        its own send are each bounded by ``send_msg_timeout_ms``."""
+        limit_s = (self.batch_max_delay_ms + 2 * self.send_msg_timeout_ms) / 1000 + 5
         result = waiter.wait(limit_s)
         if result is None:
             raise RemotingTimeoutError(f"no answer for an auto-batched send within {limit_s:.1f} s")

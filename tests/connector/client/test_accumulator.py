@@ -38,7 +38,7 @@ class Wire:
         self.sent = threading.Semaphore(0)
         self.gate = threading.Semaphore(0)
         self.hold = hold
-        self.fail: Exception | None = None
+        self.fail: BaseException | None = None
 
     def __call__(self, key: BatchKey, batch: Gathered) -> SendResult:
         self.batches.append(list(batch.ids))
@@ -211,3 +211,21 @@ def test_split_batch_result_of_one_message_is_the_result_itself() -> None:
         ("b", "y", 8),
     ]
     assert all(p.status is SendStatus.FLUSH_DISK_TIMEOUT for p in parts)  # status kept
+
+
+def test_an_interrupted_caller_leaves_the_accumulator_usable() -> None:
+    """A KeyboardInterrupt while a sync caller sends its own batch reaches that caller;
+    its waiters get it too, and the key's wire is free again for the next send."""
+    wire = Wire(hold=False)
+    acc = accumulator(wire)
+    try:
+        wire.fail = KeyboardInterrupt()
+        waiter = SyncWaiter()
+        with pytest.raises(KeyboardInterrupt):
+            acc.add(KEY, b"z", "i1", 1, Message("T", b"z"), waiter, caller_sends=True)
+        with pytest.raises(KeyboardInterrupt):
+            waiter.wait(0)
+        wire.fail = None
+        assert add(acc, "after").result(10).msg_id == "after"  # sent at once: nothing in flight
+    finally:
+        acc.close()
