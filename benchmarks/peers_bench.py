@@ -71,7 +71,8 @@ Workloads, 100-byte bodies, one client process (this one):
    ``send_batch`` is never compressed (as in RocketMQ, whose batches skip
    compression), so the 16 KiB batched rows store raw bodies. The compression
    path is measured by single synchronous sends of 16 KiB bodies (1,000,
-   one thread): every system, and pymq again with compression off.
+   one thread): every system, and pymq again with compression off and with
+   ``compress_type="ZSTD"`` at level 1 (zlib level 5 is RocketMQ's default).
 8. scale, 100-byte bodies, batched produce as in workload 1 (256,000
    messages; JetStream 64,000): (a) pymq with 1 and with 2 brokers (a topic
    of 8 queues on each broker; ``send_batch`` round-robins over all queues of
@@ -485,7 +486,7 @@ def run_pymq(base: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 def pymq_sizes(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Workload 6: batched produce and consume of 1 KiB and 16 KiB bodies; 16 KiB single
-    sends, compressed (the default over 4 KiB) and not."""
+    sends, compressed (the default over 4 KiB: zlib level 5), with zstd level 1, and not."""
     out: dict[str, Any] = {}
     with LocalCluster(base, brokers=1, namesrvs=1, env=pymq_env("ASYNC_FLUSH")) as c:
         ns = c.namesrv_addr
@@ -496,6 +497,8 @@ def pymq_sizes(base: Path, args: argparse.Namespace) -> dict[str, Any]:
             # compression off: the same single sends, raw
             Producer(group="peers-bench-raw", namesrv=ns, compress_msg_body_over_howmuch=1 << 30)
             as raw,
+            Producer(group="peers-bench", namesrv=ns, compress_type="ZSTD", compress_level=1)
+            as zstd,
             PullConsumer(group="peers-bench", namesrv=ns) as consumer,
         ):  # fmt: skip
             pymq_warm(producer)
@@ -510,13 +513,16 @@ def pymq_sizes(base: Path, args: argparse.Namespace) -> dict[str, Any]:
                     consumer, topic, n, records=True, page=page
                 )
             big = sized_body(16384)
-            for p in (producer, raw):
+            for p in (producer, raw, zstd):
                 p.send(Message(topic=SINGLE_TOPIC, body=big))  # route and connection
             out["single_16KiB"] = timed_singles(
                 args.sized_singles, lambda: producer.send(Message(topic=SINGLE_TOPIC, body=big))
             )
             out["single_16KiB_raw"] = timed_singles(
                 args.sized_singles, lambda: raw.send(Message(topic=SINGLE_TOPIC, body=big))
+            )
+            out["single_16KiB_zstd"] = timed_singles(
+                args.sized_singles, lambda: zstd.send(Message(topic=SINGLE_TOPIC, body=big))
             )
     shutil.rmtree(base, ignore_errors=True)
     return out
@@ -1071,6 +1077,10 @@ ROWS: list[tuple[str, str, str, str, str]] = [
     ("6 pymq single send 16 KiB, no compression", "single_16KiB_raw", "msgs_per_s", "msgs/s",
      "single_16KiB"),
     ("6 pymq single 16 KiB, no compression: p50", "single_16KiB_raw", "p50_ms", "ms",
+     "single_16KiB"),
+    ("6 pymq single send 16 KiB, zstd level 1", "single_16KiB_zstd", "msgs_per_s", "msgs/s",
+     "single_16KiB"),
+    ("6 pymq single 16 KiB, zstd level 1: p50", "single_16KiB_zstd", "p50_ms", "ms",
      "single_16KiB"),
     ("8a pymq 1 broker, 1 thread (vs row 1)", "brokers_1", "", "msgs/s", "batch"),
     ("8a pymq 1 broker, 2 threads (vs row 1)", "brokers_1_2threads", "", "msgs/s", "batch"),

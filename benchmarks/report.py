@@ -683,8 +683,9 @@ def markdown(data: dict[str, Any]) -> str:
             "## pymq next to Redis Streams and NATS JetStream (`benchmarks/peers_bench.py`)",
             "",
             f"Median of {p['runs']} run(s) (min-max). Sizes: {sizes_text(p['sizes'])}. "
-            "What each workload does: the script's docstring. 6: pymq zlib-compresses bodies over "
-            "4 KiB on single sends only (`compress_msg_body_over_howmuch`, 4096); `send_batch` is "
+            "What each workload does: the script's docstring. 6: pymq compresses bodies over "
+            "4 KiB on single sends only (`compress_msg_body_over_howmuch`, 4096; zlib level 5 "
+            "unless the row says zstd); `send_batch` is "
             "never compressed, so the 16 KiB batched rows are raw bodies and the 16 KiB single "
             "sends are the compression path. 8b: redis spreads each pipeline over that many "
             "stream keys, JetStream over that many subjects of one stream. 3: pymq and redis "

@@ -21,6 +21,7 @@ from broker.hotpath import (
     HotPath,
     born_host,
     check_batch_headers,
+    compression_param,
     json_pull,
     message_json,
     pull_with_wait,
@@ -184,7 +185,13 @@ def create_app(controller: BrokerController, *, hot_path: bool = True) -> FastAP
         request: Request,
         queue_id: Annotated[int | None, Query(ge=0, le=MAX_I64)] = None,
         born_timestamp: Annotated[int | None, Query(ge=0, le=MAX_I64)] = None,
-        compressed: bool = False,
+        compressed: Annotated[
+            str,
+            Query(
+                description="a single message's body is compressed: false, true (zlib), "
+                "or the codec: zlib, lz4, zstd"
+            ),
+        ] = "false",
     ) -> dict[str, Any]:
         check_batch_headers(
             ctrl,
@@ -194,7 +201,8 @@ def create_app(controller: BrokerController, *, hot_path: bool = True) -> FastAP
         data = await request.body()
         return await send_batch(
             ctrl, topic, data, _born_host(request),
-            queue_id=queue_id, born_timestamp=born_timestamp, compressed=compressed,
+            queue_id=queue_id, born_timestamp=born_timestamp,
+            compression=compression_param(compressed),
         )  # fmt: skip
 
     # -- pull ---------------------------------------------------------------------------

@@ -34,11 +34,13 @@ from connector.edge.direct import DirectRequest, Reply
 from connector.edge.errors import validation_message
 from connector.errors import (
     ClientError,
+    ConfigError,
     MessageTooLargeError,
     PyMQError,
     ServiceNotAvailableError,
     UnsupportedMediaTypeError,
 )
+from connector.protocol.compression import CompressionType
 from connector.protocol.hashing import parse_tags
 from connector.protocol.message import MessageExt
 from connector.protocol.msgid import encode_host, encode_offset_msg_id
@@ -186,14 +188,14 @@ def submit_batch(
     *,
     queue_id: int | None,
     born_timestamp: int | None,
-    compressed: bool,
+    compression: CompressionType | None,
 ) -> T | asyncio.Future[T]:
     """Store a wire batch (or a batch of one); as ``submit_single``."""
     t0 = time.perf_counter()
     try:
         outcome = ctrl.send.put_batch(
             topic, queue_id, data, born_timestamp=born_timestamp, born_host=host,
-            compressed=compressed,
+            compression=compression,
         )  # fmt: skip
     except PyMQError as exc:
         ctrl.metrics.send_failed("batch", exc.code)
@@ -270,11 +272,11 @@ async def send_batch(
     *,
     queue_id: int | None,
     born_timestamp: int | None,
-    compressed: bool,
+    compression: CompressionType | None,
 ) -> dict[str, Any]:
     res = submit_batch(
         ctrl, topic, data, host, _same,
-        queue_id=queue_id, born_timestamp=born_timestamp, compressed=compressed,
+        queue_id=queue_id, born_timestamp=born_timestamp, compression=compression,
     )  # fmt: skip
     return await res if isinstance(res, asyncio.Future) else res
 
@@ -404,13 +406,20 @@ def _int_param(
     return value
 
 
-def _bool_param(params: dict[str, str], name: str) -> bool:
-    raw = params.get(name, "false").lower()
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ClientError(f"query {name}: {raw!r} is not a boolean")
+def compression_param(raw: str) -> CompressionType | None:
+    """The ``compressed`` query of a send: false, true (zlib, as before codecs had
+    names), or a codec: zlib, lz4, zstd."""
+    value = raw.lower()
+    if value in ("0", "false", "no", "off"):
+        return None
+    if value in ("1", "true", "yes", "on"):
+        return CompressionType.ZLIB
+    try:
+        return CompressionType.parse(value)
+    except ConfigError:
+        raise ClientError(
+            f"query compressed: {raw!r} is not a boolean nor one of zlib, lz4, zstd"
+        ) from None
 
 
 class _Route:
@@ -522,7 +531,7 @@ class HotPath:
             _json_reply,
             queue_id=_int_param(params, "queue_id", None, 0, MAX_I64),
             born_timestamp=_int_param(params, "born_timestamp", None, 0, MAX_I64),
-            compressed=_bool_param(params, "compressed"),
+            compression=compression_param(params.get("compressed", "false")),
         )  # fmt: skip
 
     def _pull_messages(self, request: DirectRequest) -> Answer:

@@ -14,7 +14,6 @@ import base64
 import binascii
 import itertools
 import time
-import zlib
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from connector.errors import (
     TopicNotExistError,
 )
 from connector.protocol.batch import decode_batch
+from connector.protocol.compression import CompressionType, decompress
 from connector.protocol.hashing import tags_code
 from connector.protocol.message import MAX_DELAY_LEVEL, SysFlag
 from connector.protocol.msgid import UniqKeyGenerator, decode_offset_msg_id
@@ -328,25 +328,27 @@ class SendMessageProcessor:
         *,
         born_timestamp: int | None,
         born_host: bytes,
-        compressed: bool = False,
+        compression: CompressionType | None = None,
     ) -> SendOutcome:
         """Append a wire batch to one queue; the whole batch or nothing.
 
-        ``compressed`` (single messages only) says the body is zlib data the
-        producer compressed; it must inflate, or readers would fail later.
+        ``compression`` (single messages only) says the producer compressed the
+        body with that codec; it must inflate, or readers would fail later.
         """
         if not data:
             raise MessageIllegalError("the batch is empty")
         single = len(data) >= 4 and int.from_bytes(data[:4], "big", signed=True) == len(data)
-        if compressed and not single:
+        if compression is not None and not single:
             raise MessageIllegalError("only a single message may be sent compressed")
         born = born_timestamp if born_timestamp is not None else int(self.clock() * 1000)
         if single:
             # one message: take the single path, so delay and retry rules apply
             decoded = decode_batch(data, max_message_size=self.store.config.max_message_size)
             body = decoded.bodies[0]
-            if compressed:
-                _check_inflates(body, self.store.config.max_message_size)
+            sys_flag = 0
+            if compression is not None:
+                sys_flag = SysFlag.COMPRESSED | compression.flag
+                _check_inflates(body, sys_flag, self.store.config.max_message_size)
             raw_props = decoded.properties[0]
             routed = self.route_single(
                 topic,
@@ -355,7 +357,7 @@ class SendMessageProcessor:
                 decode_properties(raw_props),
                 encoded=raw_props,
                 flag=decoded.flags[0],
-                sys_flag=SysFlag.COMPRESSED if compressed else 0,
+                sys_flag=sys_flag,
                 born_timestamp=born,
                 born_host=born_host,
             )
@@ -426,11 +428,8 @@ class SendMessageProcessor:
         )
 
 
-def _check_inflates(body: bytes, max_size: int) -> None:
-    inflater = zlib.decompressobj()
+def _check_inflates(body: bytes, sys_flag: int, max_size: int) -> None:
     try:
-        inflater.decompress(body, max_size * 64)
-    except zlib.error:
-        raise MessageIllegalError("compressed body is not valid zlib data") from None
-    if not inflater.eof:
-        raise MessageIllegalError("compressed body is truncated or inflates too large")
+        decompress(body, sys_flag, limit=max_size * 64)
+    except ValueError as exc:
+        raise MessageIllegalError(f"compressed body: {exc}") from None

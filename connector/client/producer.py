@@ -9,8 +9,9 @@ broker's latency; retry on another broker when the error is retriable.
 A message keeps its UNIQ_KEY across retries, so a retry after a lost answer
 is a duplicate a consumer can recognise (delivery is at-least-once).
 
-Bodies over ``compress_msg_body_over_howmuch`` are zlib-compressed (single
-messages; the consumer inflates them). Thread-safe: one producer serves many
+Bodies over ``compress_msg_body_over_howmuch`` are compressed (single
+messages; ``compress_type`` ZLIB, ZSTD or LZ4 at ``compress_level``, as
+RocketMQ 5; the consumer inflates them). Thread-safe: one producer serves many
 threads. ``send_async`` runs the same path on a small pool, with at most
 ``client_async_semaphore_value`` sends in flight. With ``auto_batch``, single
 sends are gathered into batch requests (see ``connector.client.accumulator``).
@@ -53,6 +54,7 @@ from connector.errors import (
     TopicNotExistError,
 )
 from connector.protocol.batch import PreparedBatch, encode_batch
+from connector.protocol.compression import CompressionType, compress
 from connector.protocol.message import Message, MessageQueue
 from connector.protocol.msgid import UniqKeyGenerator, offset_msg_ids
 from connector.protocol.names import DEFAULT_TOPIC, validate_group, validate_topic
@@ -71,16 +73,21 @@ _OCTET = {"content-type": BATCH_CONTENT_TYPE}
 class _Encoded:
     """A send's request body and what is needed to read its answer."""
 
-    __slots__ = ("compressed", "data", "msg_ids", "sizes", "topic")
+    __slots__ = ("compression", "data", "msg_ids", "sizes", "topic")
 
     def __init__(
-        self, topic: str, data: bytes, msg_ids: list[str], sizes: list[int], compressed: bool
+        self,
+        topic: str,
+        data: bytes,
+        msg_ids: list[str],
+        sizes: list[int],
+        compression: CompressionType | None,
     ) -> None:
         self.topic = topic
         self.data = data
         self.msg_ids = msg_ids
         self.sizes = sizes
-        self.compressed = compressed
+        self.compression = compression  # of a single message's body, or None
 
 
 class Producer:
@@ -97,6 +104,8 @@ class Producer:
         retry_another_broker_when_not_store_ok: bool = False,
         max_message_size: int = 4 * MiB,
         compress_msg_body_over_howmuch: int = 4096,
+        compress_type: str = "ZLIB",
+        compress_level: int = 5,
         send_latency_fault_enable: bool = False,
         latency_max_ms: Sequence[int] = DEFAULT_LATENCY_MAX_MS,
         not_available_duration_ms: Sequence[int] = DEFAULT_NOT_AVAILABLE_DURATION_MS,
@@ -142,6 +151,9 @@ class Producer:
         self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
         self.max_message_size = max_message_size
         self.compress_msg_body_over_howmuch = compress_msg_body_over_howmuch
+        self.compress_type = CompressionType.parse(compress_type)
+        self.compress_type.check_level(compress_level)
+        self.compress_level = compress_level
         self.poll_name_server_interval_ms = poll_name_server_interval_ms
         self.default_topic_queue_nums = default_topic_queue_nums
         self.fault_strategy = fault_strategy or MQFaultStrategy(
@@ -155,7 +167,7 @@ class Producer:
         self._hooks: list[SendMessageHook] = []
         self._routes: dict[str, TopicPublishInfo] = {}
         self._routes_lock = threading.Lock()
-        self._targets: dict[tuple[str, int, bool], str] = {}
+        self._targets: dict[tuple[str, int, CompressionType | None], str] = {}
         self._async_slots = threading.BoundedSemaphore(client_async_semaphore_value)
         self._async_workers = async_workers
         self._executor: ThreadPoolExecutor | None = None
@@ -296,15 +308,15 @@ class Producer:
         props = msg.all_properties()
         uniq = props.get(PropertyKeys.UNIQ_KEY) or self._uniq.next_id()
         props[PropertyKeys.UNIQ_KEY] = uniq
-        body, compressed = msg.body, False
+        body, compression = msg.body, None
         if len(body) > self.compress_msg_body_over_howmuch:
-            packed = zlib.compress(body, 5)
+            packed = compress(body, self.compress_type, self.compress_level)
             if len(packed) < len(body):
-                body, compressed = packed, True
+                body, compression = packed, self.compress_type
         encoded_props = encode_properties(props)
         size = record_size(len(body), len(msg.topic.encode()), len(encoded_props))
         data = encode_batch([(body, msg.flag, encoded_props)])
-        return _Encoded(msg.topic, data, [uniq], [size], compressed)
+        return _Encoded(msg.topic, data, [uniq], [size], compression)
 
     def _encode_batch(self, msgs: Sequence[Message]) -> _Encoded:
         if not msgs:
@@ -344,7 +356,7 @@ class Producer:
             raise MessageTooLargeError(
                 len(data), limit, message=f"batch of {len(data)} bytes exceeds {limit}"
             )
-        return _Encoded(topic, data, msg_ids, sizes, False)
+        return _Encoded(topic, data, msg_ids, sizes, None)
 
     def _encode_plain(self, msgs: Sequence[Message], topic: str) -> _Encoded | None:
         """Messages with a body and perhaps tags, encoded in compiled code (see
@@ -374,7 +386,7 @@ class Producer:
             raise MessageTooLargeError(
                 len(batch.data), limit, message=f"batch of {len(batch.data)} bytes exceeds {limit}"
             )
-        return _Encoded(topic, batch.data, ids, batch.record_sizes, False)
+        return _Encoded(topic, batch.data, ids, batch.record_sizes, None)
 
     # -- the send path -----------------------------------------------------------------
 
@@ -443,7 +455,7 @@ class Producer:
                 self.max_message_size,
                 message=f"batch of {len(batch.data)} bytes exceeds {self.max_message_size}",
             )
-        encoded = _Encoded(topic, batch.data, batch.msg_ids, batch.record_sizes, False)
+        encoded = _Encoded(topic, batch.data, batch.msg_ids, batch.record_sizes, None)
         return self._send(
             encoded, [], self.retry_times_when_send_failed, queue=queue, timeout_ms=timeout_ms
         )
@@ -506,7 +518,7 @@ class Producer:
         compressed body, a delay level, a sharding key or a timeout of its own."""
         return (
             self._accumulator is not None
-            and not encoded.compressed
+            and encoded.compression is None
             and not msg.delay_level
             and sharding_key is None
             and timeout_ms is None
@@ -539,7 +551,7 @@ class Producer:
 
     def _send_gathered(self, key: BatchKey, batch: Gathered) -> SendResult:
         topic, queue, is_async = key
-        encoded = _Encoded(topic, b"".join(batch.parts), batch.ids, batch.sizes, False)
+        encoded = _Encoded(topic, b"".join(batch.parts), batch.ids, batch.sizes, None)
         retries = (
             self.retry_times_when_send_async_failed
             if is_async
@@ -646,7 +658,8 @@ class Producer:
     def _send_once(
         self, addr: str, mq: MessageQueue, encoded: _Encoded, timeout_ms: float
     ) -> SendResult:
-        key = (mq.topic, mq.queue_id, encoded.compressed)
+        compression = encoded.compression
+        key = (mq.topic, mq.queue_id, compression)
         target = self._targets.get(key)
         if target is None:  # percent-encoding a path costs more than it looks: once per queue
             target = path(
@@ -654,7 +667,10 @@ class Producer:
                 mq.topic,
                 "messages",
                 "batch",
-                query={"queue_id": mq.queue_id, "compressed": encoded.compressed or None},
+                query={
+                    "queue_id": mq.queue_id,
+                    "compressed": compression.name.lower() if compression else None,
+                },
             )
             if len(self._targets) < 65_536:
                 self._targets[key] = target

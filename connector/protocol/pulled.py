@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from connector.errors import CorruptRecordError
+from connector.protocol.compression import decompress as inflate
 from connector.protocol.message import MessageExt, SysFlag
 from connector.protocol.msgid import decode_host
 from connector.protocol.properties import decode_properties
+from connector.protocol.record import MAX_INFLATED_BYTES
 from connector.protocol.scan import header_fields, headers, index_records
 
 __all__ = ["PulledMessage", "decode_records"]
@@ -82,8 +83,9 @@ class _Answer:
         for i in np.flatnonzero(sys_flag & SysFlag.COMPRESSED).tolist():
             start = self.body_start[i]
             try:
-                self.bodies[i] = zlib.decompress(data[start : start + int(index.body_len[i])])
-            except zlib.error as exc:
+                body = data[start : start + int(index.body_len[i])]
+                self.bodies[i] = inflate(body, int(sys_flag[i]), limit=MAX_INFLATED_BYTES)
+            except ValueError as exc:
                 raise CorruptRecordError(
                     f"compressed body does not inflate: {exc}", position=int(index.start[i])
                 ) from exc

@@ -35,6 +35,7 @@ import zlib
 from dataclasses import dataclass
 
 from connector.errors import CorruptRecordError
+from connector.protocol.compression import decompress as inflate
 from connector.protocol.message import MessageExt, SysFlag
 from connector.protocol.msgid import decode_host, encode_offset_msg_id
 from connector.protocol.properties import decode_properties
@@ -59,6 +60,9 @@ MESSAGE_MAGIC_CODE = 0xDAA320A7
 BLANK_MAGIC_CODE = 0xCBD43194
 END_FILE_MIN_BLANK_LENGTH = 8
 MAX_TOPIC_BYTES = 127
+# readers' bound on an inflated body: what a broker with max_message_size 16 MiB lets in
+# (it accepts bodies that inflate to 64 times the limit, checked on the way in)
+MAX_INFLATED_BYTES = 64 * 16 * (1 << 20)
 MAX_PROPERTIES_BYTES = 32767
 
 HEADER = struct.Struct(">iIiiiqqiq8sq8siqi")
@@ -274,8 +278,8 @@ def decode_record(
     sys_flag = h[7]
     if decompress and sys_flag & SysFlag.COMPRESSED:
         try:
-            body = zlib.decompress(body)
-        except zlib.error as exc:
+            body = inflate(body, sys_flag, limit=MAX_INFLATED_BYTES)
+        except ValueError as exc:
             raise CorruptRecordError(
                 f"compressed body does not inflate: {exc}", position=pos
             ) from exc

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from connector.errors import CorruptRecordError
 from connector.protocol import pulled
+from connector.protocol.compression import CompressionType, compress
 from connector.protocol.message import MessageExt, SysFlag
 from connector.protocol.properties import encode_properties
 from connector.protocol.pulled import PulledMessage, decode_records
@@ -50,6 +51,10 @@ def sample() -> bytes:
             record(1, b"", topic="Tópico".encode()),
             record(2, zlib.compress(inflated), sys_flag=SysFlag.COMPRESSED, props={"a": "b"}),
             record(3, bytes(range(256)) * 3, topic=b"Other"),
+            *(
+                record(4 + i, compress(inflated, codec, 3), sys_flag=1 | codec.flag)
+                for i, codec in enumerate(CompressionType)
+            ),
         ]
     )
 
@@ -57,7 +62,7 @@ def sample() -> bytes:
 def test_fields_equal_the_python_decoder() -> None:
     data = sample()
     got, want = decode_records(data), reference(data)
-    assert len(got) == len(want) == 4
+    assert len(got) == len(want) == 7
     for g, w in zip(got, want, strict=True):
         assert isinstance(g, PulledMessage) and isinstance(g, MessageExt)
         for name in MessageExt.__dataclass_fields__:
@@ -65,7 +70,8 @@ def test_fields_equal_the_python_decoder() -> None:
         assert g == w and w == g
         assert (g.tags, g.keys, g.msg_id) == (w.tags, w.keys, w.msg_id)
         assert repr(g).endswith(repr(w)[len("MessageExt") :])
-    assert got[2].body == b"z" * 5000
+    assert got[2].body == b"z" * 5000  # the old flag without codec bits: zlib
+    assert [m.body for m in got[4:]] == [b"z" * 5000] * 3  # LZ4, ZSTD, ZLIB
     assert got[0].keys == ["k1", "k2"] and got[0].msg_id == "ABC"
     assert got[1].topic == "Tópico" and got[1].store_host == "10.0.0.0:9984"
 

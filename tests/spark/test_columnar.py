@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connector.errors import CorruptRecordError
+from connector.protocol.compression import CompressionType, compress
 from connector.protocol.message import SysFlag
 from connector.protocol.properties import encode_properties
 from connector.protocol.record import encode_record
@@ -80,7 +81,11 @@ def test_end_and_tags_filter() -> None:
 def test_compressed_bodies_are_inflated() -> None:
     packed = zlib.compress(b"z" * 5000)
     data = record(0, b"raw", b"") + record(1, packed, b"", sys_flag=SysFlag.COMPRESSED)
-    assert [r["body"] for r in both(data).to_pylist()] == [b"raw", b"z" * 5000]
+    for i, codec in enumerate(CompressionType, start=2):  # and RocketMQ 5's codec bits
+        flag = SysFlag.COMPRESSED | codec.flag
+        data += record(i, compress(b"c%d" % i * 900, codec, 5), b"", sys_flag=flag)
+    bodies = [r["body"] for r in both(data).to_pylist()]
+    assert bodies == [b"raw", b"z" * 5000, *(b"c%d" % i * 900 for i in range(2, 5))]
 
 
 def test_properties_that_are_not_utf8_are_replaced_not_refused() -> None:

@@ -209,6 +209,9 @@ CASES: dict[str, Case] = {
     ),
     "binary_compressed_not_zlib": batch(FIRST, 400, "MESSAGE_ILLEGAL", compressed="true"),
     "binary_compressed_not_bool": batch(FIRST, 400, "BAD_REQUEST", compressed="maybe"),
+    "binary_compressed_not_zstd": batch(FIRST, 400, "MESSAGE_ILLEGAL", compressed="zstd"),
+    "binary_compressed_not_lz4": batch(FIRST, 400, "MESSAGE_ILLEGAL", compressed="LZ4"),
+    "binary_compressed_unknown_codec": batch(FIRST, 400, "BAD_REQUEST", compressed="snappy"),
     **{name: batch(data, 400, "MESSAGE_ILLEGAL") for name, data in BATCH_CASES.items()},
     # offsets
     "pull_offset_negative": pull_case(400, "OFFSET_ILLEGAL", offset=-1),
