@@ -110,3 +110,46 @@ def test_kill_9_during_async_sends_retries_on_the_other_broker(cluster: LocalClu
     assert [e for e in errors if e is not None] == []
     assert {f.result().queue.broker_name for f in later} <= {"broker-a", "broker-b"}
     cluster.restart_broker("broker-b")
+
+
+def test_kill_9_during_auto_batched_sends_loses_nothing(cluster: LocalCluster) -> None:
+    """Auto-batches take the same send path: a batch that hits the dead broker is
+    retried whole on the other, and every message's own result points at it."""
+    create_topic_everywhere(cluster)
+    ns = cluster.namesrv_addr
+    sent: list[tuple[bytes, SendResult]] = []
+    lock = threading.Lock()
+    with Producer(group="failover-batch", namesrv=ns, auto_batch=True) as producer:
+        wait_for(lambda: route_brokers(producer) == 2, 15)
+        first = [producer.send_async(Message(topic=TOPIC, body=b"c%05d" % i)) for i in range(500)]
+        for i, f in enumerate(first):
+            sent.append((b"c%05d" % i, f.result(30)))
+        cluster.broker("broker-b").kill()
+
+        def sync_sender(k: int) -> None:
+            for i in range(200):
+                body = b"s%d-%05d" % (k, i)
+                r = producer.send(Message(topic=TOPIC, body=body))
+                with lock:
+                    sent.append((body, r))
+
+        threads = [threading.Thread(target=sync_sender, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        later = [producer.send_async(Message(topic=TOPIC, body=b"d%05d" % i)) for i in range(2000)]
+        for t in threads:
+            t.join(120)
+        for i, f in enumerate(later):
+            assert f.exception(60) is None
+            sent.append((b"d%05d" % i, f.result()))
+    assert len(sent) == 500 + 800 + 2000
+    cluster.restart_broker("broker-b")
+    with PullConsumer(group="check-batch", namesrv=ns) as consumer:
+        wait_for(lambda: len({q.broker_name for q in consumer.fetch_queues(TOPIC)}) == 2, 15)
+        stored = {
+            (mq.broker_name, mq.queue_id): queue_contents(consumer, mq)
+            for mq in consumer.fetch_queues(TOPIC)
+        }
+    for body, r in sent:
+        m = stored[(r.queue.broker_name, r.queue.queue_id)].get(r.queue_offset)
+        assert m is not None and m.body == body and m.msg_id == r.msg_id
