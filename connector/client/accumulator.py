@@ -18,8 +18,12 @@ big as the load makes it), ``batch_max_bytes`` are gathered, or the first
 has waited ``batch_max_delay_ms``. Past ``total_batch_max_bytes`` held,
 messages are sent alone, as RocketMQ does.
 
-Batches are sent by the accumulator's own threads; futures are completed
-there, so a ``send_async`` callback runs in one of them (keep it short).
+A sync caller whose batch can go at once sends it from its own thread (a
+lone sender makes no thread hop); every other batch is sent by the
+accumulator's threads, which also complete the futures, so a
+``send_async`` callback runs in one of them (keep it short). Two batches a
+key in flight or one measured the same here (noise of +-40 %); two keeps a
+message from waiting a whole round trip under light load.
 """
 
 from __future__ import annotations
