@@ -78,7 +78,7 @@ class _Encoded:
     def __init__(
         self,
         topic: str,
-        data: bytes,
+        data: bytes | memoryview,
         msg_ids: list[str],
         sizes: list[int],
         compression: CompressionType | None,
@@ -167,6 +167,7 @@ class Producer:
         self._hooks: list[SendMessageHook] = []
         self._routes: dict[str, TopicPublishInfo] = {}
         self._routes_lock = threading.Lock()
+        self._local = threading.local()  # per thread: the batch encoding scratch
         self._targets: dict[tuple[str, int, CompressionType | None], str] = {}
         self._async_slots = threading.BoundedSemaphore(client_async_semaphore_value)
         self._async_workers = async_workers
@@ -358,6 +359,17 @@ class Producer:
             )
         return _Encoded(topic, data, msg_ids, sizes, None)
 
+    def _scratch(self, size: int) -> Any:
+        """This thread's buffer for encoding a batch of ``size`` bytes (a numpy uint8
+        array, grown as needed): a sync ``send_batch`` is done with it before the
+        thread encodes the next one."""
+        buf = getattr(self._local, "scratch", None)
+        if buf is None or len(buf) < size:
+            import numpy as np  # noqa: PLC0415
+
+            buf = self._local.scratch = np.empty(max(size, 1 << 20), dtype=np.uint8)
+        return buf
+
     def _encode_plain(self, msgs: Sequence[Message], topic: str) -> _Encoded | None:
         """Messages with a body and perhaps tags, encoded in compiled code (see
         ``connector.protocol.fastbatch``); None sends them down the per-message path."""
@@ -381,7 +393,9 @@ class Producer:
         body_off = _offsets(np, map(len, bodies), n)
         ids = self._uniq.next_ids(n)
         limit = self.max_message_size
-        batch = encode_plain(topic, body, body_off, tag_data, tag_off, has_tag, ids, limit)
+        batch = encode_plain(
+            topic, body, body_off, tag_data, tag_off, has_tag, ids, limit, scratch=self._scratch
+        )
         if len(batch.data) > limit:
             raise MessageTooLargeError(
                 len(batch.data), limit, message=f"batch of {len(batch.data)} bytes exceeds {limit}"
@@ -530,6 +544,8 @@ class Producer:
         """False when the accumulator holds ``total_batch_max_bytes``: send it alone."""
         acc = self._accumulator
         assert acc is not None
+        # a single message's encoding is bytes of its own, never a view of the scratch
+        assert isinstance(encoded.data, bytes)
         return acc.add(
             key,
             encoded.data,

@@ -59,7 +59,7 @@ class ClientTransport:
         addr: str,
         method: str,
         target: str,
-        body: bytes | None = None,
+        body: bytes | memoryview | None = None,
         headers: Mapping[str, str] | None = None,
         *,
         timeout_s: float,

@@ -43,7 +43,7 @@ class PreparedBatch:
     """
 
     topic: str
-    data: bytes
+    data: bytes | memoryview
     msg_ids: list[str]
     record_sizes: list[int]
 

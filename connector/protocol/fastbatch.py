@@ -15,6 +15,7 @@ limit, tags without the properties separators.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -91,10 +92,17 @@ def encode_plain(
     has_tag: np.ndarray | None,
     msg_ids: list[str],
     max_body_size: int,
+    *,
+    scratch: Callable[[int], np.ndarray] | None = None,
 ) -> PreparedBatch:
     """One batch: message i's body is ``body[body_off[i]:body_off[i+1]]`` (uint8,
     int64 offsets), its tags ``tag_data[tag_off[i]:tag_off[i+1]]`` where
-    ``has_tag[i]`` (all three None: no tags), ``msg_ids[i]`` its UNIQ_KEY."""
+    ``has_tag[i]`` (all three None: no tags), ``msg_ids[i]`` its UNIQ_KEY.
+
+    With ``scratch`` (a uint8 array of at least the size asked for), the batch
+    is written there and ``data`` is a view of it, valid until the caller
+    reuses the scratch: megabytes of fresh memory a batch cost ~12 page faults
+    per 16 KiB message here, more than the encoding itself."""
     n = len(body_off) - 1
     lengths = np.diff(body_off)
     if n and lengths.min() <= 0:
@@ -120,11 +128,13 @@ def encode_plain(
         + 1
         + np.where(has_tag, len(TAGS_PREFIX) + np.diff(tag_off) + 1, 0)
     )
-    out = np.empty(int((BATCH_ENTRY_OVERHEAD + lengths + props).sum()), dtype=np.uint8)
+    total = int((BATCH_ENTRY_OVERHEAD + lengths + props).sum())
+    out = np.empty(total, dtype=np.uint8) if scratch is None else scratch(total)[:total]
     _encode(
         body, body_off, np.frombuffer(ids, dtype=np.uint8), tag_data, tag_off, has_tag,
         _UNIQ, _TAGS, CRC_TABLE, MESSAGE_MAGIC_CODE, out,
     )  # fmt: skip
     topic_len = len(topic.encode())
     sizes = (lengths + props + record_size(0, topic_len, 0)).tolist()
-    return PreparedBatch(topic, out.tobytes(), msg_ids, sizes)
+    data = out.tobytes() if scratch is None else memoryview(out)
+    return PreparedBatch(topic, data, msg_ids, sizes)

@@ -235,3 +235,35 @@ def test_compress_types_travel_and_inflate(cluster: LocalCluster, codec: str) ->
         Producer(namesrv=ns, compress_type="snappy")
     with pytest.raises(ConfigError, match="compress_level"):
         Producer(namesrv=ns, compress_type="ZLIB", compress_level=12)
+
+
+def test_plain_batches_from_many_threads_keep_their_own_bytes(cluster: LocalCluster) -> None:
+    """Each thread encodes its batches into a buffer it reuses: batches sent one after
+    another, and from several threads at once, must each arrive as they were."""
+    ns, topic = cluster.namesrv_addr, "E2eScratch"
+    results: dict[bytes, SendResult] = {}
+    lock = threading.Lock()
+    with Producer(group="e2e", namesrv=ns) as producer:
+        producer.send(Message(topic=topic, body=b"first"))
+        wait_route(producer, topic, 1)
+
+        def sender(k: int) -> None:
+            for round_ in range(6):
+                fill = b"%d-%d:" % (k, round_)
+                size = 1000 + 3000 * round_  # bigger and smaller than the last one
+                msgs = [Message(topic=topic, body=fill * (size // len(fill))) for _ in range(40)]
+                r = producer.send_batch(msgs)
+                with lock:
+                    results[fill] = r
+
+        threads = [threading.Thread(target=sender, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert len(results) == 24
+    with PullConsumer(group="g", namesrv=ns) as consumer:
+        for fill, r in results.items():
+            got = consumer.pull(r.queue, r.queue_offset, 40).messages
+            assert len(got) == 40
+            assert all(m.body.startswith(fill) and m.body == got[0].body for m in got)
