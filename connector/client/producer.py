@@ -319,12 +319,12 @@ class Producer:
         data = encode_batch([(body, msg.flag, encoded_props)])
         return _Encoded(msg.topic, data, [uniq], [size], compression)
 
-    def _encode_batch(self, msgs: Sequence[Message]) -> _Encoded:
+    def _encode_batch(self, msgs: Sequence[Message], *, scratch: bool = False) -> _Encoded:
         if not msgs:
             raise MessageIllegalError("a batch needs at least one message")
         topic = validate_topic(msgs[0].topic)
         if len(msgs) >= _COMPILED_BATCH_MIN and _plain(msgs, topic):
-            plain = self._encode_plain(msgs, topic)
+            plain = self._encode_plain(msgs, topic, scratch=scratch)
             if plain is not None:
                 return plain
         topic_len = len(topic.encode())
@@ -362,7 +362,7 @@ class Producer:
     def _scratch(self, size: int) -> Any:
         """This thread's buffer for encoding a batch of ``size`` bytes (a numpy uint8
         array, grown as needed): a sync ``send_batch`` is done with it before the
-        thread encodes the next one."""
+        thread encodes the next one (see ``send_batch`` for a hook that sends)."""
         buf = getattr(self._local, "scratch", None)
         if buf is None or len(buf) < size:
             import numpy as np  # noqa: PLC0415
@@ -370,7 +370,9 @@ class Producer:
             buf = self._local.scratch = np.empty(max(size, 1 << 20), dtype=np.uint8)
         return buf
 
-    def _encode_plain(self, msgs: Sequence[Message], topic: str) -> _Encoded | None:
+    def _encode_plain(
+        self, msgs: Sequence[Message], topic: str, *, scratch: bool
+    ) -> _Encoded | None:
         """Messages with a body and perhaps tags, encoded in compiled code (see
         ``connector.protocol.fastbatch``); None sends them down the per-message path."""
         import numpy as np  # noqa: PLC0415 - numpy and numba load with the first large batch
@@ -394,8 +396,9 @@ class Producer:
         ids = self._uniq.next_ids(n)
         limit = self.max_message_size
         batch = encode_plain(
-            topic, body, body_off, tag_data, tag_off, has_tag, ids, limit, scratch=self._scratch
-        )
+            topic, body, body_off, tag_data, tag_off, has_tag, ids, limit,
+            scratch=self._scratch if scratch else None,
+        )  # fmt: skip
         if len(batch.data) > limit:
             raise MessageTooLargeError(
                 len(batch.data), limit, message=f"batch of {len(batch.data)} bytes exceeds {limit}"
@@ -437,14 +440,22 @@ class Producer:
     ) -> SendResult:
         """Many messages of one topic in one request; one SendResult for all."""
         self.start()
-        encoded = self._encode_batch(msgs)
-        return self._send(
-            encoded,
-            list(msgs),
-            self.retry_times_when_send_failed,
-            queue=queue,
-            timeout_ms=timeout_ms,
-        )
+        local = self._local
+        # this thread's scratch holds the batch until it is answered: a send hook that
+        # sends a batch meanwhile (same thread) encodes into fresh memory
+        nested = getattr(local, "sending", False)
+        local.sending = True
+        try:
+            encoded = self._encode_batch(msgs, scratch=not nested)
+            return self._send(
+                encoded,
+                list(msgs),
+                self.retry_times_when_send_failed,
+                queue=queue,
+                timeout_ms=timeout_ms,
+            )
+        finally:
+            local.sending = nested
 
     def new_msg_ids(self, count: int) -> list[str]:
         """``count`` fresh UNIQ_KEYs, for a ``PreparedBatch`` built by the caller."""

@@ -12,7 +12,7 @@ from conftest import Recorder, pull_everything, wait_route
 
 from connector.client.consumer import PullConsumer
 from connector.client.producer import Producer
-from connector.client.results import SendResult
+from connector.client.results import SendContext, SendResult
 from connector.errors import ConfigError, MessageIllegalError, MessageTooLargeError
 from connector.local import LocalCluster
 from connector.protocol.batch import PreparedBatch
@@ -267,3 +267,36 @@ def test_plain_batches_from_many_threads_keep_their_own_bytes(cluster: LocalClus
             got = consumer.pull(r.queue, r.queue_offset, 40).messages
             assert len(got) == 40
             assert all(m.body.startswith(fill) and m.body == got[0].body for m in got)
+
+
+def test_a_hook_that_sends_a_batch_does_not_touch_the_batch_in_flight(
+    cluster: LocalCluster,
+) -> None:
+    ns, topic = cluster.namesrv_addr, "E2eScratchHook"
+    inner: list[SendResult] = []
+
+    class Tracer:
+        """Sends a batch of its own, on the same thread, before the outer one goes."""
+
+        def __init__(self, producer: Producer) -> None:
+            self.producer = producer
+
+        def send_message_before(self, ctx: SendContext) -> None:
+            if not inner and isinstance(ctx.message, list) and len(ctx.message) == 40:
+                trace = [Message(topic=topic, body=b"T" * 5000) for _ in range(35)]
+                inner.append(self.producer.send_batch(trace))
+
+        def send_message_after(self, ctx: SendContext) -> None:
+            pass
+
+    with Producer(group="e2e", namesrv=ns) as producer:
+        producer.send(Message(topic=topic, body=b"first"))
+        wait_route(producer, topic, 1)
+        producer.register_send_hook(Tracer(producer))
+        outer = producer.send_batch([Message(topic=topic, body=b"O" * 3000) for _ in range(40)])
+    assert len(inner) == 1
+    with PullConsumer(group="g", namesrv=ns) as consumer:
+        got = consumer.pull(outer.queue, outer.queue_offset, 40).messages
+        assert [m.body for m in got] == [b"O" * 3000] * 40
+        got = consumer.pull(inner[0].queue, inner[0].queue_offset, 35).messages
+        assert [m.body for m in got] == [b"T" * 5000] * 35
