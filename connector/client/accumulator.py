@@ -28,7 +28,6 @@ message from waiting a whole round trip under light load.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -48,8 +47,6 @@ __all__ = [
     "Waiter",
     "split_batch_result",
 ]
-
-log = logging.getLogger(__name__)
 
 # batches of one key on the wire at once before messages of that key gather
 IN_FLIGHT_PER_KEY = 2
