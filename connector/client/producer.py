@@ -56,7 +56,7 @@ from connector.errors import (
 from connector.protocol.batch import PreparedBatch, encode_batch
 from connector.protocol.compression import CompressionType, compress
 from connector.protocol.message import Message, MessageQueue
-from connector.protocol.msgid import UniqKeyGenerator, offset_msg_ids
+from connector.protocol.msgid import IdBlock, UniqKeyGenerator, offset_msg_ids
 from connector.protocol.names import DEFAULT_TOPIC, validate_group, validate_topic
 from connector.protocol.properties import PropertyKeys, encode_properties
 from connector.protocol.record import record_size
@@ -79,7 +79,7 @@ class _Encoded:
         self,
         topic: str,
         data: bytes | memoryview,
-        msg_ids: list[str],
+        msg_ids: Sequence[str],
         sizes: list[int],
         compression: CompressionType | None,
     ) -> None:
@@ -393,7 +393,7 @@ class Producer:
             has_tag = np.fromiter(map(bool, raw), dtype=np.bool_, count=n)
         body = np.frombuffer(b"".join(bodies), dtype=np.uint8)
         body_off = _offsets(np, map(len, bodies), n)
-        ids = self._uniq.next_ids(n)
+        ids = self._uniq.next_block(n)
         limit = self.max_message_size
         batch = encode_plain(
             topic, body, body_off, tag_data, tag_off, has_tag, ids, limit,
@@ -457,9 +457,9 @@ class Producer:
         finally:
             local.sending = nested
 
-    def new_msg_ids(self, count: int) -> list[str]:
+    def new_msg_ids(self, count: int) -> IdBlock:
         """``count`` fresh UNIQ_KEYs, for a ``PreparedBatch`` built by the caller."""
-        return self._uniq.next_ids(count)
+        return self._uniq.next_block(count)
 
     def send_prepared_batch(
         self,

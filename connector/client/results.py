@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from connector.protocol.message import Message, MessageExt, MessageQueue
+from connector.protocol.msgid import IdBlock
 from connector.protocol.status import PullStatus, SendStatus
 
 __all__ = ["PullResult", "SendContext", "SendMessageHook", "SendResult"]
@@ -29,7 +30,7 @@ class SendResult:
     status: SendStatus
     queue: MessageQueue
     queue_offset: int
-    _ids: tuple[str, ...]
+    _ids: tuple[str, ...] | IdBlock  # an IdBlock until first read
     _joined: tuple[str, str] | None  # msg_id and offset_msg_id as given, or None: derive
     _offset_ids: tuple[str, ...]
     _offsets: Callable[[], tuple[str, ...]] | None  # makes _offset_ids on first read
@@ -65,14 +66,18 @@ class SendResult:
         """A result whose offset msgIds come from ``offsets()`` (in ``msg_ids``' order)
         when first read, and whose comma-joined ids are made when first read."""
         res = cls(status, "", "", queue, queue_offset)
-        object.__setattr__(res, "_ids", tuple(msg_ids))
+        # an IdBlock (immutable) becomes a tuple when first read; a list is copied now
+        ids = msg_ids if isinstance(msg_ids, (tuple, IdBlock)) else tuple(msg_ids)
+        object.__setattr__(res, "_ids", ids)
         object.__setattr__(res, "_joined", None)
         object.__setattr__(res, "_offsets", offsets)
         return res
 
     @property
     def msg_ids(self) -> tuple[str, ...]:
-        return self._ids
+        if not isinstance(self._ids, tuple):
+            object.__setattr__(self, "_ids", tuple(self._ids))
+        return self._ids  # type: ignore[return-value]  # made a tuple just above
 
     @property
     def offset_msg_ids(self) -> tuple[str, ...]:

@@ -38,13 +38,13 @@ class PreparedBatch:
     the Spark sink) and sent with ``Producer.send_prepared_batch``.
 
     ``msg_ids`` are the messages' UNIQ_KEYs in order (``Producer.new_msg_ids``
-    makes them; the properties must carry the same), ``record_sizes`` the
+    makes them, as an ``IdBlock``; the properties must carry the same), ``record_sizes`` the
     size each message will have as a stored record (``record.record_size``).
     """
 
     topic: str
     data: bytes | memoryview
-    msg_ids: list[str]
+    msg_ids: Sequence[str]
     record_sizes: list[int]
 
 

@@ -15,7 +15,7 @@ limit, tags without the properties separators.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ from numba import njit
 from connector.errors import MessageIllegalError, MessageTooLargeError
 from connector.protocol.batch import BATCH_ENTRY_OVERHEAD, PreparedBatch
 from connector.protocol.jit import CRC_TABLE, copy_bytes, crc32_masked, put_i32
+from connector.protocol.msgid import IdBlock
 from connector.protocol.record import MESSAGE_MAGIC_CODE, record_size
 
 __all__ = ["encode_plain"]
@@ -40,6 +41,7 @@ def _encode(
     body: Any,
     body_off: Any,
     ids: Any,
+    id_first: int,
     tags: Any,
     tags_off: Any,
     has_tag: Any,
@@ -70,7 +72,14 @@ def _encode(
         pos += 2
         copy_bytes(out, pos, uniq, 0, len(uniq))
         pos += len(uniq)
-        copy_bytes(out, pos, ids, i * 32, 32)
+        if id_first < 0:  # ids: 32 bytes a message
+            copy_bytes(out, pos, ids, i * 32, 32)
+        else:  # ids: a 28-byte head, then the 16-bit counter from id_first as hex
+            copy_bytes(out, pos, ids, 0, 28)
+            v = (id_first + i) & 0xFFFF
+            for d in range(4):
+                nibble = (v >> (12 - 4 * d)) & 15
+                out[pos + 28 + d] = nibble + 48 if nibble < 10 else nibble + 55
         out[pos + 32] = 2
         pos += 33
         if has_tag[i]:
@@ -90,14 +99,15 @@ def encode_plain(
     tag_data: np.ndarray | None,
     tag_off: np.ndarray | None,
     has_tag: np.ndarray | None,
-    msg_ids: list[str],
+    msg_ids: Sequence[str],
     max_body_size: int,
     *,
     scratch: Callable[[int], np.ndarray] | None = None,
 ) -> PreparedBatch:
     """One batch: message i's body is ``body[body_off[i]:body_off[i+1]]`` (uint8,
     int64 offsets), its tags ``tag_data[tag_off[i]:tag_off[i+1]]`` where
-    ``has_tag[i]`` (all three None: no tags), ``msg_ids[i]`` its UNIQ_KEY.
+    ``has_tag[i]`` (all three None: no tags), ``msg_ids[i]`` its UNIQ_KEY (an
+    ``IdBlock`` is written from its head and counter, its strs never made).
 
     With ``scratch`` (a uint8 array of at least the size asked for), the batch
     is written there and ``data`` is a view of it, valid until the caller
@@ -109,9 +119,14 @@ def encode_plain(
         raise MessageIllegalError("message body must be non-empty")
     if n and lengths.max() > max_body_size:
         raise MessageTooLargeError(int(lengths.max()), max_body_size)
-    ids = "".join(msg_ids).encode()
-    if len(ids) != n * ID_LEN:
-        raise MessageIllegalError("one 32-char msg id per message is needed")
+    if isinstance(msg_ids, IdBlock):
+        if len(msg_ids) != n:
+            raise MessageIllegalError("one msg id per message is needed")
+        ids, id_first = msg_ids.head.encode(), msg_ids.first
+    else:
+        ids, id_first = "".join(msg_ids).encode(), -1
+        if len(ids) != n * ID_LEN:
+            raise MessageIllegalError("one 32-char msg id per message is needed")
     if tag_data is None or tag_off is None or has_tag is None:
         tag_data, tag_off, has_tag = (
             np.empty(0, np.uint8),
@@ -131,7 +146,7 @@ def encode_plain(
     total = int((BATCH_ENTRY_OVERHEAD + lengths + props).sum())
     out = np.empty(total, dtype=np.uint8) if scratch is None else scratch(total)[:total]
     _encode(
-        body, body_off, np.frombuffer(ids, dtype=np.uint8), tag_data, tag_off, has_tag,
+        body, body_off, np.frombuffer(ids, dtype=np.uint8), id_first, tag_data, tag_off, has_tag,
         _UNIQ, _TAGS, CRC_TABLE, MESSAGE_MAGIC_CODE, out,
     )  # fmt: skip
     topic_len = len(topic.encode())

@@ -23,6 +23,7 @@ from typing import Any
 from connector.errors import MessageIllegalError
 
 __all__ = [
+    "IdBlock",
     "UniqKeyGenerator",
     "decode_host",
     "decode_offset_msg_id",
@@ -136,8 +137,9 @@ class UniqKeyGenerator:
             delta = (now_ms - self._month_start_ms) & 0xFFFFFFFF
         return f"{self._prefix}{delta:08X}{n:04X}"
 
-    def next_ids(self, count: int) -> list[str]:
-        """``count`` ids at once (one clock read, one lock): for batches."""
+    def next_block(self, count: int) -> IdBlock:
+        """``count`` ids at once (one clock read, one lock), as an ``IdBlock``: compiled
+        encoders write them straight into a batch; the strs are made only if read."""
         now_ms = int(time.time() * 1000)
         with self._lock:
             if now_ms >= self._next_month_ms or now_ms < self._month_start_ms:
@@ -145,9 +147,53 @@ class UniqKeyGenerator:
             first = self._counter
             self._counter += count
             delta = (now_ms - self._month_start_ms) & 0xFFFFFFFF
-        head = f"{self._prefix}{delta:08X}"
-        if count > 32:
-            import numpy as np  # noqa: PLC0415 - numpy stays out of the servers' import path
+        return IdBlock(f"{self._prefix}{delta:08X}", first & 0xFFFF, count)
 
-            return hex_ids(head, np.arange(first, first + count, dtype=np.uint64), 4)
-        return [f"{head}{(first + i) & 0xFFFF:04X}" for i in range(count)]
+    def next_ids(self, count: int) -> list[str]:
+        """``count`` ids at once (one clock read, one lock): for batches."""
+        return self.next_block(count).tolist()
+
+
+class IdBlock(Sequence[str]):
+    """Consecutive UNIQ_KEYs from one ``UniqKeyGenerator`` call: ``head`` (28 hex
+    chars: the generator's prefix and the time) then a 16-bit counter from
+    ``first``, as 4 hex chars, wrapping. A read-only sequence of str whose strs
+    are made on first read: a Spark task sending a million rows never needs them."""
+
+    __slots__ = ("_strs", "first", "head", "size")
+
+    def __init__(self, head: str, first: int, count: int) -> None:
+        if len(head) != 28 or not 0 <= first <= 0xFFFF or count < 0:
+            raise ValueError("an id block is a 28-char head, a 16-bit counter and a count")
+        self.head, self.first, self.size = head, first, count
+        self._strs: list[str] | None = None
+
+    def tolist(self) -> list[str]:
+        if self._strs is None:
+            head, first, count = self.head, self.first, self.size
+            if count > 32:
+                import numpy as np  # noqa: PLC0415 - numpy stays out of the servers' import path
+
+                self._strs = hex_ids(head, np.arange(first, first + count, dtype=np.uint64), 4)
+            else:
+                self._strs = [f"{head}{(first + i) & 0xFFFF:04X}" for i in range(count)]
+        return self._strs
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.tolist()[index]
+
+    def __iter__(self) -> Any:
+        return iter(self.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, IdBlock):
+            return (self.head, self.first, self.size) == (other.head, other.first, other.size)
+        return isinstance(other, Sequence) and list(other) == self.tolist()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking, like a list
+
+    def __repr__(self) -> str:
+        return f"IdBlock({self.head!r}, first={self.first}, size={self.size})"

@@ -9,6 +9,7 @@ no Python object per row: ``encode_columns`` hands the Arrow buffers to
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -47,10 +48,11 @@ def encode_columns(
     topic: str,
     bodies: pa.Array,
     tags: pa.Array | None,
-    msg_ids: list[str],
+    msg_ids: Sequence[str],
     max_body_size: int,
 ) -> PreparedBatch:
-    """One batch of ``len(bodies)`` messages; ``msg_ids`` their UNIQ_KEYs (32 chars each)."""
+    """One batch of ``len(bodies)`` messages; ``msg_ids`` their UNIQ_KEYs (32 chars each,
+    or an ``IdBlock``)."""
     body, body_off, body_valid = arrow_bytes(bodies)
     if not body_valid.all():
         raise MessageIllegalError("a row has a null body")

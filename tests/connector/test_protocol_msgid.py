@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from connector.errors import MessageIllegalError
 from connector.protocol.msgid import (
+    IdBlock,
     UniqKeyGenerator,
     decode_host,
     decode_offset_msg_id,
@@ -193,3 +194,23 @@ def test_many_ids_at_once_match_the_one_by_one_form() -> None:
     assert [int(i[-4:], 16) for i in big[:3]] == [5, 6, 7]
     assert big[0][:28] == small[0][:28] or big[0][:24] == small[0][:24]  # same process prefix
     assert int(big[-1][-4:], 16) == (5 + 70_000 - 1) & 0xFFFF
+
+
+def test_an_id_block_reads_as_the_ids_it_stands_for() -> None:
+    gen = UniqKeyGenerator()
+    block = gen.next_block(40)
+    ids = block.tolist()
+    assert len(block) == 40 and all(HEX32.fullmatch(i) for i in ids)
+    assert [int(i[-4:], 16) for i in ids] == list(range(40))
+    assert block[0] == ids[0] and block[-1] == ids[-1] and block[3:5] == ids[3:5]
+    assert list(block) == ids and block == ids and block == tuple(ids)
+    assert block != ids[:-1]
+    assert gen.next_ids(2)[0][-4:] == "0028"  # the generator's counter moved past the block
+    wrap = IdBlock("F" * 28, 0xFFFE, 4)
+    assert [i[-4:] for i in wrap] == ["FFFE", "FFFF", "0000", "0001"]
+    big = IdBlock("F" * 28, 0xFFF0, 40).tolist()  # more than 32: built in numpy
+    assert [int(i[-4:], 16) for i in big] == [(0xFFF0 + i) & 0xFFFF for i in range(40)]
+    with pytest.raises(ValueError):
+        IdBlock("short", 0, 1)
+    with pytest.raises(ValueError):
+        IdBlock("F" * 28, 0x10000, 1)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from connector.errors import MessageIllegalError, MessageTooLargeError
 from connector.protocol.batch import decode_batch, encode_batch
+from connector.protocol.msgid import IdBlock
 from connector.protocol.properties import decode_properties, encode_properties
 from connector.protocol.record import record_size
 from connector.spark.encode import encode_columns
@@ -86,3 +87,30 @@ def test_bad_rows_are_refused() -> None:
 )
 def test_any_rows_match(rows: list[tuple[bytes, str | None]]) -> None:
     check([b for b, _ in rows], [t for _, t in rows])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    first=st.sampled_from([0, 1, 0xFFF0, 0xFFFF]) | st.integers(0, 0xFFFF),
+    rows=st.integers(1, 40),
+    tagged=st.booleans(),
+)
+def test_an_id_block_is_written_as_its_strs(first: int, rows: int, tagged: bool) -> None:
+    """Ids given as an IdBlock (head + counter, written by the compiled loop) encode to
+    the same bytes as the same ids given as strs, across the counter's wrap."""
+    block = IdBlock("0A0B0C0D1F90DEADBEEF0123ABCD", first, rows)
+    ids = block.tolist()
+    assert [int(i[-4:], 16) for i in ids] == [(first + i) & 0xFFFF for i in range(rows)]
+    bodies = pa.array([b"m%d" % i for i in range(rows)])
+    tags = pa.array(["t" if i % 3 else None for i in range(rows)], pa.string()) if tagged else None
+    fast = encode_columns("Topic", bodies, tags, block, 1 << 20)
+    slow = encode_columns("Topic", bodies, tags, list(ids), 1 << 20)
+    assert bytes(fast.data) == bytes(slow.data)
+    assert fast.msg_ids == ids
+    decoded = decode_batch(fast.data, max_message_size=1 << 20)
+    assert [decode_properties(p)["UNIQ_KEY"] for p in decoded.properties] == ids
+
+
+def test_an_id_block_of_the_wrong_length_is_refused() -> None:
+    with pytest.raises(MessageIllegalError, match="one msg id per message"):
+        encode_columns("T", pa.array([b"a", b"b"]), None, IdBlock("0" * 28, 0, 3), 100)

@@ -6,6 +6,7 @@ import pytest
 
 from connector.client.results import SendResult
 from connector.protocol.message import MessageQueue
+from connector.protocol.msgid import IdBlock
 from connector.protocol.status import SendStatus
 
 MQ = MessageQueue("T", "broker-a", 3)
@@ -42,3 +43,11 @@ def test_a_batch_makes_its_offset_ids_once_and_only_when_read() -> None:
     )
     assert r == eager and hash(r) == hash(eager)
     assert r != SendResult(SendStatus.SEND_OK, "U1", "O1", MQ, 10, ("U1",), ("O1",))
+
+
+def test_a_batch_keeps_an_id_block_until_its_ids_are_read() -> None:
+    block = IdBlock("A" * 28, 0xFFFF, 3)
+    r = SendResult.of_batch(SendStatus.SEND_OK, MQ, 10, block, lambda: ("O1", "O2", "O3"))
+    assert block._strs is None  # no str made for a result nobody reads
+    assert r.msg_ids == ("A" * 28 + "FFFF", "A" * 28 + "0000", "A" * 28 + "0001")
+    assert r.msg_id == ",".join(r.msg_ids)
