@@ -435,6 +435,8 @@ def spark_rows(s: dict[str, Any]) -> list[list[str]]:
         for key, label in (
             ("sink_pymq", 'sink `write.format("pymq")`'),
             ("sink_noop_arrow", "sink ceiling: no-op Python Arrow writer"),
+            ("stream_sink_pymq", 'stream sink `writeStream.format("pymq")` from a Python source'),
+            ("stream_sink_noop_arrow", "stream sink ceiling: same source, no-op Arrow writer"),
             ("source_pymq", 'source `read.format("pymq")` -> noop'),
             ("source_memory_arrow", "source ceiling: in-memory Python Arrow source"),
             ("jvm", "JVM only: range -> noop"),
@@ -443,6 +445,7 @@ def spark_rows(s: dict[str, Any]) -> list[list[str]]:
     ]
     for key, label in (
         ("sink_ratio", "sink / ceiling (target >= 0.7)"),
+        ("stream_sink_ratio", "stream sink / ceiling (target >= 0.7)"),
         ("source_ratio", "source / ceiling (target >= 0.7)"),
     ):
         if key in s:

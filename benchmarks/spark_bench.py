@@ -15,6 +15,13 @@ jobs, each timed from the action's start to its end. In one run:
   the JVM ``noop`` sink, against an in-memory Python Arrow source producing
   the same number of rows of the same schema in as many partitions: the
   ceiling of Spark's Python read path;
+* stream sink: ``readStream`` of an in-memory Python Arrow stream source
+  (``body`` only, 10,000-row batches, 2 partitions) ->
+  ``writeStream.format("pymq")``, ``trigger(availableNow=True)``, against the
+  same stream into a no-op Python Arrow stream writer: the setup of the
+  issue's probe of the streaming ceiling (~400,000 rows/s here). Rows / s
+  of the micro-batches' ``triggerExecution`` time (query start-up excluded,
+  the same for both);
 * for scale: ``spark.range -> noop`` (JVM only, no Python).
 
 Each figure is the median of ``--runs`` runs (min and max shown); the
@@ -47,6 +54,8 @@ from pyspark.sql.datasource import (  # noqa: E402
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
     InputPartition,
     WriterCommitMessage,
 )
@@ -132,6 +141,81 @@ class MemoryArrowSource(DataSource):
         return MemoryArrowReader(int(self.options["rows"]), int(self.options["partitions"]))
 
 
+class RowRange(InputPartition):
+    def __init__(self, start: int, end: int) -> None:
+        self.start, self.end = start, end
+
+
+class MemoryStreamReader(DataSourceStreamReader):
+    """``rows`` rows of 100-byte bodies in 10,000-row Arrow batches (Spark's own
+    ``arrow.maxRecordsPerBatch``), offsets ``{"row": n}``."""
+
+    def __init__(self, rows: int, partitions: int) -> None:
+        self.rows, self.parts = rows, partitions
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"row": 0}
+
+    def latestOffset(self) -> dict[str, int]:
+        return {"row": self.rows}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        a, b = start["row"], end["row"]
+        share = -(-(b - a) // self.parts)
+        return [RowRange(i, min(b, i + share)) for i in range(a, b, share)] if b > a else []
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RowRange)
+        size = 10_000
+        bodies = pa.array([b"%012d" % i + b"x" * 88 for i in range(size)], pa.binary())
+        batch = pa.RecordBatch.from_arrays([bodies], names=["body"])
+        left = partition.end - partition.start
+        while left > 0:
+            yield batch if left >= size else batch.slice(0, left)
+            left -= size
+
+    def commit(self, end: dict[str, int]) -> None:
+        pass
+
+
+class MemoryStreamSource(DataSource):
+    """The input of the stream sink runs: a Python Arrow stream source."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench-memory-stream"
+
+    def schema(self) -> Any:
+        return "body binary"
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return MemoryStreamReader(int(self.options["rows"]), 2)
+
+
+class NoopStreamWriter(DataSourceStreamArrowWriter):
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        for _batch in iterator:
+            pass
+        return WriterCommitMessage()
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
+
+
+class NoopStreamSink(DataSource):
+    """The stream write ceiling: Spark hands Arrow batches to Python, which drops them."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench-noop-stream-arrow"
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamArrowWriter:
+        return NoopStreamWriter()
+
+
 def summary(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
@@ -157,11 +241,11 @@ def wait_route(admin: Admin, topic: str, brokers: int) -> None:
 def run(spark: Any, cluster: LocalCluster, args: argparse.Namespace) -> dict[str, Any]:
     ns = cluster.namesrv_addr
     with Admin(namesrv=ns) as admin:
-        for topic in ("SinkBench", "SourceBench"):
+        for topic in ("SinkBench", "StreamSinkBench", "SourceBench"):
             admin.create_topic(topic, read_queue_nums=args.queues, write_queue_nums=args.queues)
             wait_route(admin, topic, len(cluster.brokers))
-    spark.dataSource.register(NoopArrowSink)
-    spark.dataSource.register(MemoryArrowSource)
+    for source in (NoopArrowSink, MemoryArrowSource, MemoryStreamSource, NoopStreamSink):
+        spark.dataSource.register(source)
     frame = spark.range(0, args.rows, numPartitions=2).selectExpr(BODY_SQL)
 
     def sink(fmt: str, topic: str) -> None:
@@ -181,6 +265,30 @@ def run(spark: Any, cluster: LocalCluster, args: argparse.Namespace) -> dict[str
     def source(reader: Any) -> None:
         reader.load().write.format("noop").mode("overwrite").save()
 
+    checkpoints = Path(tempfile.mkdtemp(prefix="pymq-spark-bench-ckpt-"))
+
+    def stream_sink(fmt: str) -> float:
+        """Rows / s of the micro-batches (availableNow) of a fresh query."""
+        w = (
+            spark.readStream.format("bench-memory-stream")
+            .option("rows", str(args.rows))
+            .load()
+            .writeStream.format(fmt)
+            .option("checkpointLocation", tempfile.mkdtemp(dir=checkpoints))
+            .trigger(availableNow=True)
+        )
+        if fmt == "pymq":
+            w = w.option("namesrv", ns).option("topic", "StreamSinkBench")
+        query = w.start()
+        if not query.awaitTermination(600):
+            query.stop()
+            raise SystemExit(f"the {fmt} stream did not finish in 600 s")
+        batches = [p for p in query.recentProgress if p.numInputRows]
+        rows = sum(p.numInputRows for p in batches)
+        if rows != args.rows:
+            raise SystemExit(f"the {fmt} stream wrote {rows} rows, expected {args.rows}")
+        return rows / (sum(p.durationMs["triggerExecution"] for p in batches) / 1000)
+
     print("  filling SourceBench and warming up", file=sys.stderr, flush=True)
     sink("pymq", "SourceBench")
     stored = pymq_read.load().count()
@@ -188,21 +296,36 @@ def run(spark: Any, cluster: LocalCluster, args: argparse.Namespace) -> dict[str
         raise SystemExit(f"SourceBench holds {stored} rows, expected {args.rows}")
     sink("bench-noop-arrow", "")
     source(memory_read)
-    figures: dict[str, list[float]] = {
-        k: [] for k in ("sink_pymq", "sink_noop_arrow", "source_pymq", "source_memory_arrow", "jvm")
-    }
+    stream_sink("pymq")
+    stream_sink("bench-noop-stream-arrow")
+    keys = (
+        "sink_pymq",
+        "sink_noop_arrow",
+        "stream_sink_pymq",
+        "stream_sink_noop_arrow",
+        "source_pymq",
+        "source_memory_arrow",
+        "jvm",
+    )
+    figures: dict[str, list[float]] = {k: [] for k in keys}
     for r in range(args.runs):
         print(f"  run {r + 1}/{args.runs}", file=sys.stderr, flush=True)
         figures["sink_pymq"].append(args.rows / timed(lambda: sink("pymq", "SinkBench")))
         figures["sink_noop_arrow"].append(args.rows / timed(lambda: sink("bench-noop-arrow", "")))
+        figures["stream_sink_pymq"].append(stream_sink("pymq"))
+        figures["stream_sink_noop_arrow"].append(stream_sink("bench-noop-stream-arrow"))
         figures["source_pymq"].append(args.rows / timed(lambda: source(pymq_read)))
         figures["source_memory_arrow"].append(args.rows / timed(lambda: source(memory_read)))
         jvm = spark.range(0, args.rows * 10, numPartitions=2).write.format("noop")
         figures["jvm"].append(args.rows * 10 / timed(jvm.mode("overwrite").save))
     out: dict[str, Any] = {k: summary(v) for k, v in figures.items()}
+    shutil.rmtree(checkpoints, ignore_errors=True)
     out["sink_ratio"] = out["sink_pymq"]["median"] / out["sink_noop_arrow"]["median"]
+    out["stream_sink_ratio"] = (
+        out["stream_sink_pymq"]["median"] / out["stream_sink_noop_arrow"]["median"]
+    )
     out["source_ratio"] = out["source_pymq"]["median"] / out["source_memory_arrow"]["median"]
-    out["partitions"] = {"sink": 2, "source": partitions}
+    out["partitions"] = {"sink": 2, "stream_sink": 2, "source": partitions}
     return out
 
 
@@ -249,6 +372,8 @@ def main() -> int:
     for key, label in (
         ("sink_pymq", "sink: write.format('pymq')"),
         ("sink_noop_arrow", "sink ceiling: no-op Arrow writer"),
+        ("stream_sink_pymq", "stream sink: writeStream.format('pymq')"),
+        ("stream_sink_noop_arrow", "stream sink ceiling: no-op Arrow"),
         ("source_pymq", "source: read.format('pymq')"),
         ("source_memory_arrow", "source ceiling: in-memory Arrow"),
         ("jvm", "JVM only: range -> noop"),
@@ -256,6 +381,7 @@ def main() -> int:
         f = results[key]
         print(f"{label:<36}{f['median']:>12,.0f}  ({f['min']:,.0f}-{f['max']:,.0f})")
     print(f"sink / ceiling   {results['sink_ratio']:.2f}   (target >= 0.7)")
+    print(f"stream sink / ceiling {results['stream_sink_ratio']:.2f}   (target >= 0.7)")
     print(f"source / ceiling {results['source_ratio']:.2f}   (target >= 0.7)")
     text = json.dumps(results, indent=1)
     print(text)

@@ -153,5 +153,5 @@ class WriteOptions:
             send_latency_fault_enable=_bool(options, "sendLatencyFaultEnable", True),
             retry_times_when_send_failed=_int(options, "retryTimesWhenSendFailed", 2, 0),
             send_msg_timeout_ms=_int(options, "sendMsgTimeoutMs", 3000),
-            batch_size=_int(options, "batchSize", 4096),
+            batch_size=_int(options, "batchSize", 10000),
         )

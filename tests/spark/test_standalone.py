@@ -301,7 +301,7 @@ def test_jobs_on_standalone_cluster(
     expected = Counter(b"event-%d" % i for i in range(ROWS))
     for topic in (source, sink):
         # (no spread check: a batch request fills one queue, and 20,000 rows make about
-        # six requests of the default 4,096, which may all land on one broker)
+        # a few requests of the default 10,000, which may all land on one broker)
         assert Counter(m.body for msgs in topic.values() for m in msgs) == expected
     by_id = {m.msg_id: m for msgs in source.values() for m in msgs}
     assert len(by_id) == ROWS
