@@ -3,6 +3,8 @@
 Segment files are named by their 20-digit zero-padded start offset. Config
 files are replaced atomically: write a temp file, fsync it, keep the previous
 version as ``.bak``, rename the temp over the original, fsync the directory.
+Writers of the same file take turns (one lock a path): two threads sharing the
+temp name would otherwise rename it from under each other.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,8 @@ __all__ = ["atomic_write", "file_name", "load_json", "parse_file_name", "save_js
 
 log = logging.getLogger(__name__)
 _NAME_DIGITS = 20
+_write_locks: dict[Path, threading.Lock] = {}
+_write_locks_guard = threading.Lock()
 
 
 def file_name(offset: int) -> str:
@@ -42,16 +47,26 @@ def fsync_dir(path: Path) -> None:
 def atomic_write(path: Path, data: bytes, *, keep_backup: bool = True) -> None:
     """Replace ``path`` with ``data`` so a crash leaves the old or the new file, whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    if keep_backup and path.exists():
-        bak = path.with_name(path.name + ".bak")
-        os.replace(path, bak)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    with _write_lock(path):
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if keep_backup and path.exists():
+            bak = path.with_name(path.name + ".bak")
+            os.replace(path, bak)
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+
+
+def _write_lock(path: Path) -> threading.Lock:
+    key = path.absolute()
+    with _write_locks_guard:
+        lock = _write_locks.get(key)
+        if lock is None:
+            lock = _write_locks[key] = threading.Lock()
+        return lock
 
 
 def save_json(path: Path, value: Any) -> None:

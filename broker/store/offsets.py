@@ -22,6 +22,7 @@ class ConsumerOffsetTable:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._persist_lock = threading.Lock()  # snapshots reach the file in the order taken
         self._offsets: dict[str, dict[int, int]] = {}
         self._dirty = False
 
@@ -81,7 +82,8 @@ class ConsumerOffsetTable:
                 self._dirty = True
 
     def persist(self) -> None:
-        with self._lock:
-            snapshot = {k: {str(q): o for q, o in v.items()} for k, v in self._offsets.items()}
-            self._dirty = False
-        save_json(self.path, {"offset_table": snapshot})
+        with self._persist_lock:
+            with self._lock:
+                snapshot = {k: {str(q): o for q, o in v.items()} for k, v in self._offsets.items()}
+                self._dirty = False
+            save_json(self.path, {"offset_table": snapshot})

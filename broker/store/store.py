@@ -89,6 +89,7 @@ class MessageStore:
         self.last_flush_seconds = 0.0
         self._put_lock = threading.Lock()
         self._queues_lock = threading.Lock()
+        self._checkpoint_lock = threading.Lock()  # checkpoints are written in the order taken
         self._valid_topics: set[str] = set()
         self._last_store_ts = 0
         self._group_commit: GroupCommitService | None = None
@@ -188,6 +189,10 @@ class MessageStore:
 
     def flush_queues_and_checkpoint(self, *, clean: bool = False) -> Checkpoint:
         """Flush queues and index, then record how far everything is durable."""
+        with self._checkpoint_lock:
+            return self._flush_queues_and_checkpoint(clean)
+
+    def _flush_queues_and_checkpoint(self, clean: bool) -> Checkpoint:
         with self._put_lock:
             dispatched = self.dispatched_offset
             snapshot = self.queue_offsets()

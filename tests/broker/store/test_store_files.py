@@ -5,6 +5,7 @@ falls back to the backup, and the store checkpoint.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,32 @@ def test_atomic_write_replaces_stale_temp_file(tmp_path: Path) -> None:
     atomic_write(path, b"good")
     assert path.read_bytes() == b"good"
     assert not (tmp_path / "f.json.tmp").exists()
+
+
+def test_concurrent_writers_of_one_file_take_turns(tmp_path: Path) -> None:
+    # a periodic persist and a request-driven one share the file's temp name:
+    # without turns, one renames the temp from under the other (FileNotFoundError)
+    path = tmp_path / "consumerOffset.json"
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def writer(n: int) -> None:
+        start.wait()
+        try:
+            for i in range(40):
+                atomic_write(path, f"writer {n} version {i}".encode())
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    assert not errors, errors[:3]
+    assert path.read_bytes().decode().startswith("writer ")
+    assert path.with_name(path.name + ".bak").read_bytes().decode().startswith("writer ")
+    assert not path.with_name(path.name + ".tmp").exists()
 
 
 def test_save_load_round_trip(tmp_path: Path) -> None:
@@ -156,6 +183,36 @@ def test_store_layout(make_store: StoreFactory) -> None:
     assert cp is not None
     assert not cp.clean_shutdown
     assert cp.queue_offsets == {TOPIC: {"3": 1}}
+
+
+def test_checkpoints_from_two_threads(make_store: StoreFactory) -> None:
+    # the checkpoint service and an explicit flush at once: neither fails, and the
+    # file ends with the newer snapshot, never an older one written after it
+    store = make_store()
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def checkpointer() -> None:
+        try:
+            while not done.is_set():
+                store.flush_queues_and_checkpoint()
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    th = threading.Thread(target=checkpointer)
+    th.start()
+    try:
+        for i in range(200):
+            put(store, f"m{i}".encode())
+            store.flush_queues_and_checkpoint()
+    finally:
+        done.set()
+        th.join(timeout=60)
+    assert not errors, errors[:3]
+    last = store.flush_queues_and_checkpoint()
+    cp = Checkpoint.load(store.config.checkpoint_path)
+    assert cp is not None
+    assert cp.queue_offsets == last.queue_offsets == {TOPIC: {"0": 200}}
 
 
 def test_store_starts_with_malformed_checkpoint(make_store: StoreFactory) -> None:
