@@ -13,7 +13,10 @@ Measured in-process on the machine it runs on, 100-byte bodies unless said:
   asyncio tasks on uvloop (the broker's model: ``GroupAppender`` appends what
   one loop step gathered as one group; also each task appending alone) and as
   threads, next to one writer alone (one fsync per message);
-* recovery after kill -9 and after a clean stop, for growing log sizes.
+* recovery after a clean stop and after kill -9, for growing log sizes; the
+  killed writer had made everything durable and checkpointed, then appended a
+  fixed tail of 20,000 records: abnormal recovery should take as long for
+  every log size (it follows the unflushed tail, not the log).
 
 Each throughput figure is the median of ``--runs`` runs (min and max shown).
 """
@@ -288,7 +291,7 @@ def bench_sync(base: Path, runs: int, writers: int, per_writer: int, mode: str) 
 
 
 _FILLER = """
-import sys, time
+import sys, threading
 sys.path.insert(0, {root!r})
 from broker.store.config import StoreConfig
 from broker.store.inner import BatchInner
@@ -308,9 +311,17 @@ if {clean}:
     store.shutdown()
     print("stopped", flush=True)
 else:
-    while True:  # keep appending until killed: a crash with an unflushed tail
+    # everything so far durable and checkpointed, then a fixed tail that is not:
+    # the parent kill -9s us, and abnormal recovery has exactly that tail to rescan
+    store.commit_log.flush(0)
+    store.flush_queues_and_checkpoint()
+    for _ in range({tail_batches}):
+        batch.queue_id = (batch.queue_id + 1) % 4
         store.put_messages(batch)
+    print("tail", flush=True)
+    threading.Event().wait()
 """
+TAIL_BATCHES = 20  # 20,000 records of ~1.1 KB past the checkpoint
 
 
 def bench_recovery(base: Path, sizes_mb: list[int]) -> list[dict[str, Any]]:
@@ -318,14 +329,16 @@ def bench_recovery(base: Path, sizes_mb: list[int]) -> list[dict[str, Any]]:
     for size_mb in sizes_mb:
         for clean in (True, False):
             d = base / f"recovery-{size_mb}-{int(clean)}"
-            code = _FILLER.format(root=str(ROOT), d=str(d), size=size_mb << 20, clean=clean)
+            code = _FILLER.format(
+                root=str(ROOT), d=str(d), size=size_mb << 20, clean=clean, tail_batches=TAIL_BATCHES
+            )
             proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
             assert proc.stdout is not None
             assert proc.stdout.readline().strip() == "filled"
             if clean:
                 proc.wait(timeout=600)
             else:
-                time.sleep(0.3)  # let the tail grow past the last checkpoint on purpose
+                assert proc.stdout.readline().strip() == "tail"
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=60)
             cfg = StoreConfig(
@@ -394,7 +407,8 @@ def main() -> int:
             results["sync_64_threads"] = bench_sync(base, runs, 64, per, "threads")
             results["sync_1_writer"] = bench_sync(base, runs, 1, per * 4, "threads")
         if "recovery" not in skip:
-            results["recovery"] = bench_recovery(base, [64, 256] if args.quick else [256, 1024])
+            sizes_mb = [64, 256] if args.quick else [256, 1024, 2048]
+            results["recovery"] = bench_recovery(base, sizes_mb)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print_table(results)
