@@ -22,6 +22,10 @@ __all__ = ["HttpConnection", "HttpPool", "HttpResponse"]
 
 _MAX_HEAD = 64 * 1024
 _RECV = 256 * 1024
+# bodies with at least this much still to come are received in place (_read_body), up
+# to the max: a bad Content-Length cannot make the client allocate more than that up front
+_DIRECT_BODY_MIN = 64 * 1024
+_DIRECT_BODY_MAX = 64 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -138,15 +142,50 @@ class HttpConnection:
             raise RemotingError(f"{method} {path} to {self.addr} failed: {exc}") from None
 
     def _fill(self, sock: socket.socket, deadline: float) -> None:
+        self._before_recv(sock, deadline)
+        chunk = sock.recv(_RECV)
+        if not chunk:
+            raise ConnectionResetError("server closed the connection")
+        self._buf += chunk
+
+    def _before_recv(self, sock: socket.socket, deadline: float) -> None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError
         if remaining < self._timeout_s:
             self._limit(sock, remaining)
-        chunk = sock.recv(_RECV)
-        if not chunk:
-            raise ConnectionResetError("server closed the connection")
-        self._buf += chunk
+
+    def _read_body(self, sock: socket.socket, deadline: float, length: int) -> bytes:
+        """A body of ``length`` bytes (some may be buffered already).
+
+        A large one is received straight into a buffer of its size, then copied
+        once into the ``bytes`` returned. Growing ``_buf`` chunk by chunk instead
+        costs a ``bytes`` object per recv, a copy of each into ``_buf``, the copies
+        of its reallocations, and fresh pages for all of them on every answer.
+        """
+        buf = self._buf
+        if length - len(buf) < _DIRECT_BODY_MIN or length > _DIRECT_BODY_MAX:
+            while len(buf) < length:
+                self._fill(sock, deadline)
+            if len(buf) == length:  # the usual case: one copy, not a slice and a copy
+                body = bytes(buf)
+                buf.clear()
+            else:
+                body = bytes(buf[:length])
+                del buf[:length]
+            return body
+        target = bytearray(length)
+        have = len(buf)
+        target[:have] = buf
+        buf.clear()
+        with memoryview(target) as view:
+            while have < length:
+                self._before_recv(sock, deadline)
+                got = sock.recv_into(view[have:])
+                if not got:
+                    raise ConnectionResetError("server closed the connection")
+                have += got
+        return bytes(target)
 
     def _read_response(self, sock: socket.socket, deadline: float, head_only: bool) -> HttpResponse:
         buf = self._buf
@@ -170,15 +209,7 @@ class HttpConnection:
         if head_only or status in (204, 304) or 100 <= status < 200:
             body = b""
         elif "content-length" in headers:
-            length = int(headers["content-length"])
-            while len(buf) < length:
-                self._fill(sock, deadline)
-            if len(buf) == length:  # the usual case: one copy, not a slice and a copy
-                body = bytes(buf)
-                buf.clear()
-            else:
-                body = bytes(buf[:length])
-                del buf[:length]
+            body = self._read_body(sock, deadline, int(headers["content-length"]))
         elif headers.get("transfer-encoding", "").lower() == "chunked":
             body = self._read_chunked(sock, deadline)
         else:  # body until close

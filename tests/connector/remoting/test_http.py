@@ -57,6 +57,26 @@ class Handler(BaseHTTPRequestHandler):
                     break
                 self.wfile.write(b"x")
                 self.wfile.flush()
+        elif self.path.startswith("/big/"):  # /big/<size>[/<pieces>]: a large body
+            size, _, pieces = self.path[5:].partition("/")
+            body = _pattern(int(size))
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            step = -(-len(body) // int(pieces or 1))
+            for at in range(0, len(body), step):
+                self.wfile.write(body[at : at + step])
+                self.wfile.flush()
+        elif self.path in ("/big-stall", "/big-cut", "/huge-claim"):
+            self.send_response(200)
+            claimed = 10**12 if self.path == "/huge-claim" else 1 << 20
+            self.send_header("Content-Length", str(claimed))
+            self.end_headers()
+            self.wfile.write(_pattern(100_000))
+            self.wfile.flush()
+            if self.path == "/big-stall":
+                Handler.release.wait(5)
+            self.close_connection = True
         elif self.path == "/missing":
             self._reply(b'{"code":"NOT_FOUND"}', status=404)
         else:
@@ -65,6 +85,10 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         n = int(self.headers["Content-Length"])
         self._reply(self.rfile.read(n)[::-1])
+
+
+def _pattern(size: int) -> bytes:
+    return (bytes(range(251)) * (size // 251 + 1))[:size]
 
 
 @pytest.fixture
@@ -126,6 +150,35 @@ def test_the_deadline_covers_the_whole_answer(server: str) -> None:
     assert time.monotonic() - t0 < 1.5  # not the 2 s the trickle would take
     Handler.release.set()
     assert conn.request("GET", "/y").body == b"ok:/y"  # a new connection
+
+
+@pytest.mark.parametrize("pieces", [1, 37])
+def test_large_bodies_arrive_whole_on_a_kept_connection(server: str, pieces: int) -> None:
+    # bodies from 64 KiB on are received in place: sizes around that line, one that
+    # came mostly with the head, and a body sent in many pieces
+    conn = HttpConnection(server)
+    for size in (65_535, 65_536, 65_537, 200_000, 3_000_001):
+        resp = conn.request("GET", f"/big/{size}/{pieces}")
+        assert isinstance(resp.body, bytes)
+        assert resp.body == _pattern(size)
+        assert conn.request("GET", "/after").body == b"ok:/after"  # nothing read past it
+    assert len(Handler.connections) == 1
+    conn.close()
+
+
+def test_large_body_cut_or_stalled(server: str) -> None:
+    conn = HttpConnection(server)
+    with pytest.raises(RemotingError, match="closed"):
+        conn.request("GET", "/big-cut")  # 100 KB of a promised 1 MiB, then the server closes
+    t0 = time.monotonic()
+    with pytest.raises(RemotingTimeoutError):
+        conn.request("GET", "/big-stall", timeout_s=0.3)
+    assert time.monotonic() - t0 < 1.5
+    Handler.release.set()
+    # a Content-Length of a terabyte is not allocated up front: the cut answer is an error
+    with pytest.raises(RemotingError, match="closed"):
+        conn.request("GET", "/huge-claim")
+    assert conn.request("GET", "/z").body == b"ok:/z"
 
 
 def test_bad_address() -> None:
