@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ __all__ = ["atomic_write", "file_name", "load_json", "parse_file_name", "save_js
 
 log = logging.getLogger(__name__)
 _NAME_DIGITS = 20
-_write_locks: dict[Path, threading.Lock] = {}
+# a lock lives while a writer holds it: paths of stores long gone leave nothing behind
+_write_locks: weakref.WeakValueDictionary[Path, threading.Lock] = weakref.WeakValueDictionary()
 _write_locks_guard = threading.Lock()
 
 
