@@ -190,29 +190,26 @@ class MessageStore:
     def flush_queues_and_checkpoint(self, *, clean: bool = False) -> Checkpoint:
         """Flush queues and index, then record how far everything is durable."""
         with self._checkpoint_lock:
-            return self._flush_queues_and_checkpoint(clean)
-
-    def _flush_queues_and_checkpoint(self, clean: bool) -> Checkpoint:
-        with self._put_lock:
-            dispatched = self.dispatched_offset
-            snapshot = self.queue_offsets()
-        with self._queues_lock:  # delete_topic must not close a queue being flushed
-            for queues in list(self.queues.values()):
-                for cq in list(queues.values()):
-                    cq.flush()
-        self.index.flush()
-        now = int(self.clock() * 1000)
-        cp = Checkpoint(
-            physic_offset=min(self.commit_log.flushed_offset(), dispatched),
-            logic_offset=dispatched,
-            index_offset=dispatched,
-            physic_timestamp=now,
-            logic_timestamp=now,
-            clean_shutdown=clean,
-            queue_offsets=snapshot,
-        )
-        cp.save(self.config.checkpoint_path)
-        return cp
+            with self._put_lock:
+                dispatched = self.dispatched_offset
+                snapshot = self.queue_offsets()
+            with self._queues_lock:  # delete_topic must not close a queue being flushed
+                for queues in list(self.queues.values()):
+                    for cq in list(queues.values()):
+                        cq.flush()
+            self.index.flush()
+            now = int(self.clock() * 1000)
+            cp = Checkpoint(
+                physic_offset=min(self.commit_log.flushed_offset(), dispatched),
+                logic_offset=dispatched,
+                index_offset=dispatched,
+                physic_timestamp=now,
+                logic_timestamp=now,
+                clean_shutdown=clean,
+                queue_offsets=snapshot,
+            )
+            cp.save(self.config.checkpoint_path)
+            return cp
 
     # -- queues --------------------------------------------------------------------
 
