@@ -23,10 +23,12 @@ from connector.protocol.record import HEADER_SIZE, MESSAGE_MAGIC_CODE, OFF_BODYL
 
 __all__ = [
     "RecordIndex",
+    "check_bodies",
     "gather",
     "header_fields",
     "headers",
     "index_records",
+    "offset_ids",
     "split_properties",
 ]
 
@@ -227,6 +229,19 @@ def split_properties(
     return pairs[:n], counts, found, bool(repeated[0])
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _hex_id(buf: Any, p: int, hexd: Any, ids: Any, i: int) -> None:  # pragma: no cover
+    """Row ``i`` of ``ids``: the offset msgId of the record at ``p`` in 32 hex digits,
+    STOREHOST (bytes 64..71) then PHYSICALOFFSET (28..35)."""
+    for k in range(8):
+        b = byte_at(buf, p + 64 + k)
+        ids[i, 2 * k] = hexd[b >> 4]
+        ids[i, 2 * k + 1] = hexd[b & 15]
+        b = byte_at(buf, p + 28 + k)
+        ids[i, 16 + 2 * k] = hexd[b >> 4]
+        ids[i, 16 + 2 * k + 1] = hexd[b & 15]
+
+
 @njit(cache=True, nogil=True)
 def _fields(
     buf: Any, table: Any, starts: Any, body_start: Any, body_len: Any, hexd: Any, out: Any, ids: Any
@@ -241,14 +256,28 @@ def _fields(
         s = body_start[i]
         if bad < 0 and crc32_masked(table, buf, s, s + body_len[i]) != crc:
             bad = i
-        for k in range(8):  # offset msgId: STOREHOST (64..71) then PHYSICALOFFSET (28..35)
-            b = byte_at(buf, p + 64 + k)
-            ids[i, 2 * k] = hexd[b >> 4]
-            ids[i, 2 * k + 1] = hexd[b & 15]
-            b = byte_at(buf, p + 28 + k)
-            ids[i, 16 + 2 * k] = hexd[b >> 4]
-            ids[i, 16 + 2 * k + 1] = hexd[b & 15]
+        _hex_id(buf, p, hexd, ids, i)
     return bad
+
+
+@njit(cache=True, nogil=True)
+def _check_bodies(
+    buf: Any, table: Any, starts: Any, body_start: Any, body_len: Any, sys_flag: Any
+) -> int:  # pragma: no cover - compiled
+    bad = -1
+    for i in range(len(starts)):
+        p = starts[i]
+        sys_flag[i] = get_u32(buf, p + 36)
+        s = body_start[i]
+        if bad < 0 and crc32_masked(table, buf, s, s + body_len[i]) != get_u32(buf, p + 8):
+            bad = i
+    return bad
+
+
+@njit(cache=True, nogil=True)
+def _offset_ids(buf: Any, starts: Any, hexd: Any, ids: Any) -> None:  # pragma: no cover
+    for i in range(len(starts)):
+        _hex_id(buf, starts[i], hexd, ids, i)
 
 
 _HEXD = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
@@ -264,3 +293,22 @@ def header_fields(
     ids = np.empty((len(starts), 32), dtype=np.uint8)
     bad = _fields(buf, CRC_TABLE, starts, body_start, body_len, _HEXD, out, ids)
     return out[:, 0], out[:, 1], out[:, 2], ids, int(bad)
+
+
+def check_bodies(
+    data: bytes, starts: np.ndarray, body_start: np.ndarray, body_len: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """Per record its SYSFLAG, and the first record whose body CRC does not match
+    (-1: none): the checks of ``header_fields`` without its other columns."""
+    sys_flag = np.empty(len(starts), dtype=np.int64)
+    bad = _check_bodies(
+        np.frombuffer(data, dtype=np.uint8), CRC_TABLE, starts, body_start, body_len, sys_flag
+    )
+    return sys_flag, int(bad)
+
+
+def offset_ids(data: bytes, starts: np.ndarray) -> str:
+    """The offset msgIds of the records at ``starts``, 32 hex digits each, back to back."""
+    ids = np.empty((len(starts), 32), dtype=np.uint8)
+    _offset_ids(np.frombuffer(data, dtype=np.uint8), starts, _HEXD, ids)
+    return ids.tobytes().decode("ascii")

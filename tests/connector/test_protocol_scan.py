@@ -11,7 +11,7 @@ from connector.errors import CorruptRecordError
 from connector.protocol.jit import CRC_TABLE, crc32_masked
 from connector.protocol.properties import encode_properties
 from connector.protocol.record import decode_record, encode_record
-from connector.protocol.scan import index_records
+from connector.protocol.scan import check_bodies, header_fields, index_records, offset_ids
 
 HOST = b"\x7f\x00\x00\x01\x00\x00\x27\x0f"
 
@@ -39,6 +39,28 @@ def test_index_matches_decoder() -> None:
         props = data[int(index.props_start[i]) : int(index.props_start[i] + index.props_len[i])]
         assert props == encode_properties(msg.properties)
         pos += len(rec)
+
+
+@pytest.mark.parametrize("bad", [None, 0, 2])
+def test_checks_and_ids_agree_with_header_fields(bad: int | None) -> None:
+    """``check_bodies`` and ``offset_ids`` are ``header_fields`` in parts: same
+    SYSFLAGs, same first bad body CRC, same offset msgIds."""
+    recs = [bytearray(record(i, b"body-%d" % i)) for i in range(4)]
+    if bad is not None:
+        recs[bad][8] ^= 0x01  # the stored body CRC (BODYCRC, bytes 8..11)
+    data = b"".join(recs)
+    index = index_records(data)
+    sys_flag, _born, _stored, ids, first_bad = header_fields(
+        data, index.start, index.body_start, index.body_len
+    )
+    flags, checked_bad = check_bodies(data, index.start, index.body_start, index.body_len)
+    assert flags.tolist() == sys_flag.tolist()
+    assert checked_bad == first_bad == (-1 if bad is None else bad)
+    assert offset_ids(data, index.start) == ids.tobytes().decode("ascii")
+    assert (
+        offset_ids(data, index.start)[32:64]
+        == decode_record(data, int(index.start[1])).offset_msg_id
+    )
 
 
 def test_empty_answer() -> None:
