@@ -242,6 +242,14 @@ def _hex_id(buf: Any, p: int, hexd: Any, ids: Any, i: int) -> None:  # pragma: n
         ids[i, 16 + 2 * k + 1] = hexd[b & 15]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _body_crc_ok(
+    buf: Any, table: Any, p: int, body_start: int, body_len: int
+) -> bool:  # pragma: no cover
+    """Whether the body of the record at ``p`` matches its BODYCRC (bytes 8..11)."""
+    return crc32_masked(table, buf, body_start, body_start + body_len) == get_u32(buf, p + 8)
+
+
 @njit(cache=True, nogil=True)
 def _fields(
     buf: Any, table: Any, starts: Any, body_start: Any, body_len: Any, hexd: Any, out: Any, ids: Any
@@ -249,12 +257,10 @@ def _fields(
     bad = -1
     for i in range(len(starts)):
         p = starts[i]
-        crc = get_u32(buf, p + 8)
         out[i, 0] = get_u32(buf, p + 36)  # SYSFLAG
         out[i, 1] = (get_u32(buf, p + 40) << 32) | get_u32(buf, p + 44)  # BORNTIMESTAMP
         out[i, 2] = (get_u32(buf, p + 56) << 32) | get_u32(buf, p + 60)  # STORETIMESTAMP
-        s = body_start[i]
-        if bad < 0 and crc32_masked(table, buf, s, s + body_len[i]) != crc:
+        if bad < 0 and not _body_crc_ok(buf, table, p, body_start[i], body_len[i]):
             bad = i
         _hex_id(buf, p, hexd, ids, i)
     return bad
@@ -268,8 +274,7 @@ def _check_bodies(
     for i in range(len(starts)):
         p = starts[i]
         sys_flag[i] = get_u32(buf, p + 36)
-        s = body_start[i]
-        if bad < 0 and crc32_masked(table, buf, s, s + body_len[i]) != get_u32(buf, p + 8):
+        if bad < 0 and not _body_crc_ok(buf, table, p, body_start[i], body_len[i]):
             bad = i
     return bad
 
