@@ -56,6 +56,7 @@ BATCH_ERRORS = {
     8: "batch entry {index}: body CRC mismatch",
     9: "batch holds more than the allowed number of messages",
     10: "empty batch",
+    11: "batch entry {index}: properties are not name\\x01value\\x02 pairs",
 }
 
 
@@ -166,9 +167,11 @@ def _scan_batch(
         props_lens[n] = props_len
         flags[n] = get_i32(buf, pos + 12)
         crcs[n] = crc
-        tags_codes[n], nkeys, delay = _scan_props(
+        tags_codes[n], nkeys, delay, props_ok = _scan_props(
             buf, body_end + 2, pos + total, t, prefix, n, key_hashes, key_msgs, nkeys
         )
+        if not props_ok:
+            return 11, n, nkeys, False
         delayed |= delay
         n += 1
         pos += total
@@ -418,7 +421,7 @@ def encode_single_records(
         out[j, O_OFFSET] = phys
         out[j, O_SIZE] = size
         out[j, O_QUEUE_OFFSET] = queue_offset
-        _, nkeys, _ = _scan_props(
+        _, nkeys, _, _ = _scan_props(
             src, props_at, props_at + plen, crc_table, topics[t, T_KEY_PREFIX], j,
             key_hashes[:, 0], key_hashes[:, 1], nkeys,
         )  # fmt: skip
@@ -492,7 +495,15 @@ LOG_ERRORS = {
     9: "lengths do not add up to TOTALSIZE",
     10: "body CRC mismatch",
     11: "BLANK record does not fill the rest of the segment",
+    12: "topic is not a valid name",
+    13: "properties are not name\\x01value\\x02 pairs",
 }
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_separator(b: int) -> bool:  # pragma: no cover - compiled
+    """\\x01 (between name and value) or \\x02 (after each pair)."""
+    return 0 < b < 3
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -506,9 +517,12 @@ def _scan_props(
     key_hashes: Any,
     key_recs: Any,
     nkeys: int,
-) -> tuple[int, int, bool]:  # pragma: no cover - compiled
-    """TAGS hash and KEYS / UNIQ_KEY hashes of one record's properties, and whether
-    it has a DELAY (delay level) property.
+) -> tuple[int, int, bool, bool]:  # pragma: no cover - compiled
+    """TAGS hash and KEYS / UNIQ_KEY hashes of one record's properties, whether it
+    has a DELAY (delay level) property, and whether the properties are well
+    formed: nothing but ``name\\x01value\\x02`` pairs with a non-empty name
+    (``connector.protocol.properties.properties_well_formed``). Scanning stops
+    at the first defect.
 
     Inlined into every scan (a call per record would pay reference counting
     on its array arguments).
@@ -517,14 +531,16 @@ def _scan_props(
     delay = False
     while p < pend:
         name_end = p
-        while name_end < pend and byte_at(buf, name_end) != 1:
+        while name_end < pend and not _is_separator(byte_at(buf, name_end)):
             name_end += 1
-        if name_end >= pend:
-            break
+        if name_end >= pend or name_end == p or byte_at(buf, name_end) != 1:
+            return tags_code, nkeys, delay, False
         value = name_end + 1
         value_end = value
-        while value_end < pend and byte_at(buf, value_end) != 2:
+        while value_end < pend and not _is_separator(byte_at(buf, value_end)):
             value_end += 1
+        if value_end >= pend or byte_at(buf, value_end) != 2:
+            return tags_code, nkeys, delay, False
         nlen = name_end - p
         if (
             nlen == 4
@@ -579,7 +595,22 @@ def _scan_props(
         ):  # DELAY
             delay = True
         p = value_end + 1
-    return tags_code, nkeys, delay
+    return tags_code, nkeys, delay, True
+
+
+_TOPIC_BYTES = np.zeros(256, dtype=np.bool_)  # the characters of a topic name (names.py)
+_TOPIC_BYTES[list(b"%|_-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")] = True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _topic_ok(buf: Any, p: int, n: int) -> bool:  # pragma: no cover - compiled
+    """Whether ``buf[p:p+n]`` is a legal topic name: 1+ bytes of ``[%|a-zA-Z0-9_-]``."""
+    if n == 0:
+        return False
+    for i in range(p, p + n):
+        if not _TOPIC_BYTES[byte_at(buf, i)]:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -650,6 +681,8 @@ def scan_log(
             crc = crc32(t, buf, pos + 88, tp, 0) & 0x7FFFFFFF
             if crc != get_i32(buf, pos + 8):
                 return 10, n, pos, nkeys
+        if not _topic_ok(buf, tp + 1, tl):
+            return 12, n, pos, nkeys
         c = crc32(t, buf, tp + 1, pp, 0)
         topic_crcs[n] = c
         c ^= 0xFFFFFFFF
@@ -662,8 +695,13 @@ def scan_log(
         store_ts[n] = (np.int64(get_i32(buf, pos + 56)) << 32) | get_u32(buf, pos + 60)
         topic_pos[n] = tp + 1
         topic_lens[n] = tl
-        tags_codes[n], nkeys, _ = _scan_props(
+        # the body CRC does not cover topic and properties: their checks catch a record
+        # whose end was never written (zeros where a name or the last \x02 must be)
+        tags_codes[n], record_keys, _, props_ok = _scan_props(
             buf, pp + 2, pos + total, t, prefix, n, key_hashes, key_recs, nkeys
         )
+        if not props_ok:
+            return 13, n, pos, nkeys
+        nkeys = record_keys
         n += 1
         pos += total

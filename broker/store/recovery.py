@@ -5,8 +5,13 @@
   the size of the log. With no usable checkpoint it starts at the segment
   holding the newest queue entry, or at the start of the log.
 * Every record from there on is checked (magic, size bounds, body CRC,
-  PHYSICALOFFSET equal to its own position, lengths that add up) and
+  PHYSICALOFFSET equal to its own position, lengths that add up, a valid
+  topic name, properties that are whole ``name\\x01value\\x02`` pairs) and
   re-dispatched to its ConsumeQueue and the index where they lack it.
+* The body CRC covers only the body (RocketMQ v1). A write cut by kill -9 or
+  a crash leaves zeros at the end of a record; where that end lies in the
+  properties or the topic, their form gives it away (the broker accepts only
+  well-formed properties, so a stored record always has them).
 * The scan stops at the first invalid record: the log is truncated there
   (the rest of that segment punched to zeros, later segments deleted) and
   queue entries pointing past it are dropped.

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from connector.errors import MessageIllegalError, MessageTooLargeError
+from connector.protocol.properties import properties_well_formed
 from connector.protocol.record import MAX_PROPERTIES_BYTES, MESSAGE_MAGIC_CODE
 
 __all__ = [
@@ -88,7 +89,8 @@ def decode_batch(
 
     Checks every entry's magic, that each length lies inside the entry and the
     entry inside the buffer, that the body CRC matches, that no body is empty
-    or larger than ``max_message_size``, and that no bytes trail the last entry.
+    or larger than ``max_message_size``, that the properties are well formed
+    (see ``properties_well_formed``) and that no bytes trail the last entry.
     """
     buf = memoryview(data)
     end = len(buf)
@@ -124,9 +126,14 @@ def decode_batch(
         body = bytes(buf[pos + _HEAD.size : body_end])
         if zlib.crc32(body) & 0x7FFFFFFF != crc:
             raise MessageIllegalError(f"batch entry {index}: body CRC mismatch")
+        raw_props = bytes(buf[body_end + _PROPLEN.size : pos + total])
+        if not properties_well_formed(raw_props):
+            raise MessageIllegalError(
+                f"batch entry {index}: properties are not name\\x01value\\x02 pairs"
+            )
         bodies.append(body)
         flags.append(flag)
-        props.append(bytes(buf[body_end + _PROPLEN.size : pos + total]))
+        props.append(raw_props)
         crcs.append(crc)
         pos += total
     return DecodedBatch(bodies=bodies, flags=flags, properties=props, crcs=crcs)

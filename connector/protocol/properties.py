@@ -6,6 +6,7 @@ outside tool splitting on the two separators reads the same dict.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from connector.errors import InvalidKeyError
@@ -16,11 +17,15 @@ __all__ = [
     "PropertyKeys",
     "decode_properties",
     "encode_properties",
+    "properties_well_formed",
 ]
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 MAX_PROPERTIES_BYTES = 32767  # PROPLEN is an i16 in the record layout
+# what ``encode_properties`` writes: pairs of a non-empty name and a value, neither holding
+# a separator, each pair ended by \x02 (so non-empty properties end with \x02)
+_WELL_FORMED = re.compile(rb"(?:[^\x01\x02]+\x01[^\x01\x02]*\x02)*")
 
 
 class PropertyKeys:
@@ -60,6 +65,16 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
         return "".join(parts).encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates, e.g. from JSON "\ud800"
         raise InvalidKeyError("a property name or value is not valid Unicode text") from None
+
+
+def properties_well_formed(data: bytes | memoryview) -> bool:
+    """Whether ``data`` is nothing but ``name\\x01value\\x02`` pairs, as encoded.
+
+    The broker stores only well-formed properties, so recovery can tell a
+    record whose end was never written (zeros where the last ``\\x02`` must
+    be) from a whole one: the body CRC does not cover the properties.
+    """
+    return _WELL_FORMED.fullmatch(data) is not None
 
 
 def decode_properties(data: bytes | memoryview) -> dict[str, str]:

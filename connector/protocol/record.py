@@ -34,11 +34,12 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from connector.errors import CorruptRecordError
+from connector.errors import CorruptRecordError, InvalidTopicError
 from connector.protocol.compression import decompress as inflate
 from connector.protocol.message import MessageExt, SysFlag
 from connector.protocol.msgid import decode_host, encode_offset_msg_id
-from connector.protocol.properties import decode_properties
+from connector.protocol.names import validate_topic
+from connector.protocol.properties import decode_properties, properties_well_formed
 
 __all__ = [
     "BLANK_MAGIC_CODE",
@@ -194,7 +195,8 @@ def check_record(
     ``expected_offset`` is the CommitLog offset of ``pos``; ``limit`` is the
     end of the readable region. Raises CorruptRecordError saying what is wrong
     (bad magic, size out of range, body CRC mismatch, PHYSICALOFFSET not equal
-    to the record's own position, lengths that do not add up).
+    to the record's own position, lengths that do not add up, a topic that is
+    not a valid name, properties that are not well formed).
     """
     if limit - pos < _BLANK.size:
         raise CorruptRecordError("no room for a record header", position=expected_offset)
@@ -234,6 +236,17 @@ def check_record(
         topic = bytes(buf[topic_pos + 1 : props_pos]).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CorruptRecordError("topic is not UTF-8", position=expected_offset) from exc
+    try:
+        validate_topic(topic)
+    except InvalidTopicError as exc:
+        raise CorruptRecordError(
+            f"topic {topic!r} is not a valid name", position=expected_offset
+        ) from exc
+    properties = bytes(buf[props_pos + 2 : props_pos + 2 + props_len])
+    if not properties_well_formed(properties):  # e.g. zeros: the record's end was never written
+        raise CorruptRecordError(
+            "properties are not name\\x01value\\x02 pairs", position=expected_offset
+        )
     return RecordCheck(
         size=total,
         blank=False,
@@ -241,7 +254,7 @@ def check_record(
         queue_id=queue_id,
         queue_offset=queue_offset,
         store_timestamp=store_ts,
-        properties=bytes(buf[props_pos + 2 : props_pos + 2 + props_len]),
+        properties=properties,
         body_len=body_len,
     )
 

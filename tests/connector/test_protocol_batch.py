@@ -21,11 +21,17 @@ from connector.protocol.properties import encode_properties
 
 MAX = 4 * 1024 * 1024
 
+# properties as the broker accepts them: name\x01value\x02 pairs, any other bytes inside
+_text = st.binary(max_size=12).map(lambda b: b.replace(b"\x01", b"").replace(b"\x02", b""))
+properties_strategy = st.lists(
+    st.tuples(_text.filter(bool), _text).map(lambda nv: nv[0] + b"\x01" + nv[1] + b"\x02"),
+    max_size=4,
+).map(b"".join)
 entries_strategy = st.lists(
     st.tuples(
         st.binary(min_size=1, max_size=300),
         st.integers(-(2**31), 2**31 - 1),
-        st.binary(max_size=64),
+        properties_strategy,
     ),
     min_size=1,
     max_size=20,
@@ -106,8 +112,9 @@ def test_encode_empty_sequence_is_empty_bytes() -> None:
 def test_encode_rejects_properties_that_do_not_fit_proplen() -> None:
     with pytest.raises(MessageIllegalError):
         encode_batch([(b"x", 0, b"p" * 32768)])
-    data = encode_batch([(b"x", 0, b"p" * 32767)])
-    assert decode_batch(data, max_message_size=MAX).properties == [b"p" * 32767]
+    longest = b"p\x01" + b"v" * 32764 + b"\x02"
+    data = encode_batch([(b"x", 0, longest)])
+    assert decode_batch(data, max_message_size=MAX).properties == [longest]
 
 
 def test_body_at_exactly_the_limit_is_accepted() -> None:
@@ -212,6 +219,22 @@ def test_properties_length_lies(props_len: int) -> None:
     assert props_len != len(props)
     err = rejected(patch(data, second + 20 + len(body), ">h", props_len))
     assert "entry 1" in str(err)
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        b"KEYS\x01k1 k2\x02TAGS\x01B\x00",  # zeros where the last separator must be
+        b"KEYS\x01k1 k2\x02TAGS\x01B",
+        b"KEYS\x01k1\x01k2\x02",
+        b"\x01B\x02",
+        b"TAGS\x02",
+    ],
+)
+def test_properties_that_are_not_pairs(props: bytes) -> None:
+    entries = [THREE[0], (b"second body!", 5, props), THREE[2]]
+    err = rejected(encode_batch(entries))
+    assert "entry 1: properties are not" in str(err)
 
 
 @pytest.mark.parametrize("garbage", [b"\x00", b"x" * 21, b"x" * 22, b"\xda\xa3\x20\xa7" * 10])

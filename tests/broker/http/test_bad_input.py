@@ -143,6 +143,10 @@ BATCH_CASES = {
     "batch_three_bytes": b"\x00\x00\x00",
     "batch_single_delay_not_a_number": batch_bytes([(b"x", {"DELAY": "soon"})]),
     "batch_single_delay_negative": batch_bytes([(b"x", {"DELAY": "-1"})]),
+    # properties must be name\x01value\x02 pairs (recovery tells a torn record by them)
+    "batch_props_zero_tail_2nd": FIRST + patch(SECOND, N2 - 1, ">B", 0),
+    "batch_props_no_name_2nd": FIRST + patch(SECOND, 22 + len(BODY2), ">B", 1),
+    "batch_single_props_zero_tail": patch(FIRST, len(FIRST) - 1, ">B", 0),
 }
 
 TOO_BIG = b"a" * (MAX_MESSAGE_SIZE + 1)

@@ -185,7 +185,9 @@ def store_dir(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("stop", ["shutdown", "crash"])
-@pytest.mark.parametrize("keep_bytes", [0, 4, 8, 12, 100, "half", "proplen"])
+@pytest.mark.parametrize(
+    "keep_bytes", [0, 4, 8, 12, 100, "half", "proplen", "in_props", "all_but_one"]
+)
 def test_torn_last_record_is_dropped(
     store_dir: Path,
     rng: random.Random,
@@ -196,8 +198,9 @@ def test_torn_last_record_is_dropped(
     """The last record lost its end (zeros, the segment keeps its size): it is dropped.
 
     ``keep_bytes`` is how much of it survived: none, part of the header, half of it,
-    or everything up to PROPLEN (a tear inside the properties alone is not
-    detectable: the v1 record's CRC covers the body only).
+    everything up to PROPLEN, up to the middle of the properties, or all but the
+    last byte. The v1 record's CRC covers the body only: a tear inside the
+    properties shows as properties that are not ``name\\x01value\\x02`` pairs.
     """
     store = make_store(store_dir)
     store.start()
@@ -213,6 +216,12 @@ def test_torn_last_record_is_dropped(
         keep = victim.size // 2
     elif keep_bytes == "proplen":
         keep = HEADER_SIZE + len(victim.body) + 1 + len(TOPIC)
+    elif keep_bytes == "in_props":  # inside the KEYS value: k00299 -> k00\0\0\0...
+        props_at = HEADER_SIZE + len(victim.body) + 1 + len(TOPIC) + 2
+        record = read_log(store_dir, victim.phys, victim.size)
+        keep = record.index(victim.key.encode(), props_at) + 3
+    elif keep_bytes == "all_but_one":
+        keep = victim.size - 1
     else:
         keep = int(keep_bytes)
     patch(store_dir, victim.phys + keep, bytes(victim.size - keep))

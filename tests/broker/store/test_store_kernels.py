@@ -12,18 +12,19 @@ from hypothesis import strategies as st
 
 from broker.store.index import key_hash
 from broker.store.kernels import (
+    LOG_END_OF_DATA,
     LOG_SEGMENT_END,
     encode_batch_records,
     scan_batch,
     scan_log,
 )
-from connector.errors import MessageIllegalError
+from connector.errors import CorruptRecordError, MessageIllegalError
 from connector.protocol.batch import decode_batch, encode_batch
 from connector.protocol.hashing import tags_code
 from connector.protocol.jit import CRC_TABLE
 from connector.protocol.msgid import encode_host
-from connector.protocol.properties import encode_properties
-from connector.protocol.record import HEADER, MESSAGE_MAGIC_CODE, encode_record
+from connector.protocol.properties import encode_properties, properties_well_formed
+from connector.protocol.record import HEADER, MESSAGE_MAGIC_CODE, check_record, encode_record
 
 TOPIC = "Kernel_Topic-1"
 text = st.text(
@@ -141,6 +142,12 @@ BAD = {
     "empty body": GOOD + _entry(b""),
     "trailing garbage": GOOD + b"\x00\x01\x02",
     "too large body": _entry(b"x" * 5000),
+    # properties must be name\x01value\x02 pairs: recovery relies on it (see scan_log)
+    "properties without the last separator": GOOD + _entry(b"x", props=b"KEYS\x01k"),
+    "properties ending in zeros": _entry(b"x", props=b"KEYS\x01k\x02\x00\x00"),
+    "property without a name": _entry(b"x", props=b"\x01v\x02"),
+    "property without a value separator": _entry(b"x", props=b"KEYS\x02"),
+    "property value holding a separator": _entry(b"x", props=b"a\x01b\x01c\x02"),
 }
 
 
@@ -152,6 +159,26 @@ def test_scan_rejects_what_the_reference_decoder_rejects(name: str) -> None:
     scanned, reason = scan_batch(data, topic=TOPIC, max_message_size=4096)
     assert scanned is None
     assert reason
+
+
+@settings(max_examples=300, deadline=None)
+@given(props=st.lists(st.sampled_from([b"\x00", b"\x01", b"\x02", b"a", b"KEYS"]), max_size=12))
+def test_scan_and_decoder_agree_on_which_properties_are_well_formed(props: list[bytes]) -> None:
+    raw = b"".join(props)
+    data = _entry(b"body", props=raw)
+    try:
+        decode_batch(data, max_message_size=4096)
+        ok = True
+    except MessageIllegalError:
+        ok = False
+    scanned, _ = scan_batch(data, topic=TOPIC, max_message_size=4096)
+    assert (scanned is not None) == ok == properties_well_formed(raw)
+    pairs = raw.split(b"\x02")
+    expected = raw == b"" or (
+        raw.endswith(b"\x02")
+        and all(p.count(b"\x01") == 1 and not p.startswith(b"\x01") for p in pairs[:-1])
+    )
+    assert ok == expected
 
 
 @settings(max_examples=200, deadline=None)
@@ -182,3 +209,44 @@ def test_scan_notes_a_delay_level_property(props: dict[str, str], delayed: bool)
     scanned, reason = scan_batch(data, topic=TOPIC, max_message_size=4096)
     assert scanned is not None, reason
     assert bool(scanned.delayed) is delayed
+
+
+def _log_record(topic: bytes, props: bytes, offset: int) -> bytes:
+    return encode_record(
+        topic=topic, body=b"body", properties=props, queue_id=0, queue_offset=0,
+        physical_offset=offset, born_timestamp=1, born_host=encode_host("127.0.0.1", 1),
+        store_timestamp=2, store_host=encode_host("127.0.0.1", 2),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("topic", "props", "keep", "error", "check_error"),
+    [
+        # a record whose end never reached the disk: zeros from ``keep`` bytes on
+        (b"Topic", b"KEYS\x01k1\x02TAGS\x01t\x02", -3, 13, "properties are not"),
+        (b"Topic", b"KEYS\x01k1\x02", -1, 13, "properties are not"),
+        (b"Topic", b"", -3, 12, "topic 'Topi.x00' is not a valid name"),  # torn in the topic
+        (b"Topic", b"KEYS\x01k1\x02", None, None, None),
+        (b"Topic", b"", None, None, None),
+    ],
+)
+def test_scan_log_and_check_record_find_a_torn_record_end(
+    topic: bytes, props: bytes, keep: int | None, error: int | None, check_error: str | None
+) -> None:
+    """The body CRC does not cover topic and properties; their form shows a torn end."""
+    first = _log_record(topic, b"KEYS\x01k0\x02", 0)
+    rec = bytearray(_log_record(topic, props, len(first)))
+    if keep is not None:
+        rec[keep:] = bytes(-keep)
+    seg = np.frombuffer(first + bytes(rec) + bytes(64), dtype=np.uint8)
+    cols = np.zeros((9, 4), dtype=np.int64)
+    keys = np.zeros((2, 16_400), dtype=np.int64)
+    status, n, pos, nkeys = scan_log(seg, 0, 0, True, CRC_TABLE, *cols, *keys)
+    if error is None:
+        assert (status, n) == (LOG_END_OF_DATA, 2)
+        check_record(seg, len(first), expected_offset=len(first), limit=len(seg))
+        return
+    assert (status, n, pos, nkeys) == (error, 1, len(first), 1)  # the first record and its key
+    assert check_error is not None
+    with pytest.raises(CorruptRecordError, match=check_error):
+        check_record(seg, len(first), expected_offset=len(first), limit=len(seg))
