@@ -24,12 +24,13 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 import numpy as np
+import orjson
 from pydantic import ValidationError
 
 from broker.controller import BrokerController
 from broker.processors.pull import PullOutcome
 from broker.processors.send import SendOutcome
-from broker.store.results import PutMessageResult
+from broker.store.results import PutMessageResult, PutMessageStatus
 from connector.edge.direct import DirectRequest, Reply
 from connector.edge.errors import validation_message
 from connector.errors import (
@@ -106,10 +107,15 @@ def born_host(client: tuple[str, int] | list[Any] | None) -> bytes:
     return host
 
 
+# a stored message's reply status: SEND_OK for PUT_OK, else the store's own word
+# (FLUSH_DISK_TIMEOUT, ...); a dict, as an enum's ``.value`` is a Python-level property
+_SEND_STATUS = {s: s.value for s in PutMessageStatus} | {
+    PutMessageStatus.PUT_OK: SendStatus.SEND_OK.value
+}
+
+
 def _send_status(put: PutMessageResult) -> str:
-    if put.status.value == "PUT_OK":
-        return SendStatus.SEND_OK.value
-    return put.status.value
+    return _SEND_STATUS[put.status]
 
 
 # -- shared by the FastAPI routes and the hot path ---------------------------------------
@@ -337,7 +343,7 @@ def records_payload(ctrl: BrokerController, out: PullOutcome) -> tuple[bytes, di
     if out.result is not None:
         runs = out.result.runs
         body = runs[0].data if len(runs) == 1 else b"".join(r.data for r in runs)
-        ctrl.metrics.pull_messages.inc(out.result.message_count)
+        ctrl.metrics.pulled_messages(out.result.message_count)
     headers = {
         H_STATUS: out.status.value,
         H_NEXT_BEGIN_OFFSET: str(out.next_begin_offset),
@@ -373,7 +379,7 @@ def json_pull(
     views: list[dict[str, Any]] = []
     if out.result is not None:
         msgs = out.result.messages()
-        ctrl.metrics.pull_messages.inc(len(msgs))
+        ctrl.metrics.pulled_messages(len(msgs))
         # the store filters by tag hash; exact tags are checked here (hash collisions)
         views = [message_json(m) for m in msgs if tags is None or m.tags in tags]
     status = out.status
@@ -570,7 +576,7 @@ class HotPath:
             reply = Reply(200, _RECORDS, body, headers)
         else:
             reply = _json_reply(json_pull(ctrl, out, tags))
-        ctrl.metrics.pull_latency.observe(time.perf_counter() - t0)
+        ctrl.metrics.pull_answered(time.perf_counter() - t0)
         return reply
 
 
@@ -590,7 +596,11 @@ def _query(raw: bytes) -> dict[str, str]:
 
 
 def _json_reply(result: dict[str, Any]) -> Reply:
-    return Reply(200, _JSON, json.dumps(result).encode())
+    try:
+        body = orjson.dumps(result)
+    except TypeError:  # what orjson refuses (lone surrogates, huge ints) json still writes
+        body = json.dumps(result).encode()
+    return Reply(200, _JSON, body)
 
 
 def _error_reply(exc: BaseException, request: DirectRequest | None) -> Reply:

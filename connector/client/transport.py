@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import orjson
+
 from connector.errors import PyMQError, RemotingError, error_for_code
 from connector.remoting import HttpPool, HttpResponse
 
@@ -93,6 +95,10 @@ class ClientTransport:
 
 
 def decode_json(addr: str, resp: HttpResponse) -> Any:
+    try:
+        return orjson.loads(resp.body)
+    except ValueError:  # orjson is stricter (NaN, ints past 64 bits): json decides
+        pass
     try:
         return json.loads(resp.body)
     except ValueError:
