@@ -26,6 +26,9 @@ _RECV = 256 * 1024
 # to the max: a bad Content-Length cannot make the client allocate more than that up front
 _DIRECT_BODY_MIN = 64 * 1024
 _DIRECT_BODY_MAX = 64 * 1024 * 1024
+# a connection used this recently is not polled for a close before it is reused: the
+# servers keep idle connections 75 s, and a poll is a system call on every request
+_FRESH_S = 1.0
 
 
 @dataclass(slots=True)
@@ -57,6 +60,7 @@ class HttpConnection:
         self._buf = bytearray()
         self._host_header = f"Host: {addr}\r\n".encode("latin-1")
         self._timeout_s = 0.0  # the socket's SO_RCVTIMEO / SO_SNDTIMEO; 0: none yet
+        self._used = 0.0  # time.monotonic() of the last complete answer
 
     def _connect(self) -> socket.socket:
         try:
@@ -86,7 +90,12 @@ class HttpConnection:
         self._timeout_s = seconds
 
     def _dropped(self, sock: socket.socket) -> bool:
-        """An idle keep-alive socket is readable only if the server closed it."""
+        """An idle keep-alive socket is readable only if the server closed it.
+
+        Not asked of a connection that answered within ``_FRESH_S``: if the
+        server went away since (a restart), the request fails with a
+        ``RemotingError``, which producers retry.
+        """
         try:
             readable, _, _ = select.select([sock], [], [], 0)
         except (OSError, ValueError):
@@ -110,7 +119,7 @@ class HttpConnection:
         timeout_s: float = 3.0,
     ) -> HttpResponse:
         sock = self._sock
-        if sock is not None and self._dropped(sock):
+        if sock is not None and time.monotonic() - self._used > _FRESH_S and self._dropped(sock):
             self.close()
             sock = None
         if sock is None:
@@ -131,7 +140,9 @@ class HttpConnection:
                 sock.sendall(b"".join(head))
                 if body:
                     sock.sendall(body)
-            return self._read_response(sock, deadline, method == "HEAD")
+            resp = self._read_response(sock, deadline, method == "HEAD")
+            self._used = time.monotonic()
+            return resp
         except (TimeoutError, BlockingIOError):  # BlockingIOError: a kernel timeout
             self.close()
             raise RemotingTimeoutError(

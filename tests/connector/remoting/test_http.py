@@ -13,6 +13,7 @@ import pytest
 
 from connector.errors import ConnectError, RemotingError, RemotingTimeoutError
 from connector.remoting import HttpConnection, HttpPool
+from connector.remoting import http as http_module
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -77,6 +78,9 @@ class Handler(BaseHTTPRequestHandler):
             if self.path == "/big-stall":
                 Handler.release.wait(5)
             self.close_connection = True
+        elif self.path == "/then-drop":  # a keep-alive answer, then the server hangs up
+            self._reply(b"dropping")
+            self.close_connection = True
         elif self.path == "/missing":
             self._reply(b'{"code":"NOT_FOUND"}', status=404)
         else:
@@ -126,6 +130,57 @@ def test_server_closing_the_connection_is_handled(server: str) -> None:
     conn = HttpConnection(server)
     assert conn.request("GET", "/close").body == b"bye"
     assert conn.request("GET", "/next").body == b"ok:/next"  # a new connection, transparently
+
+
+def _wait_closed_by_peer(conn: HttpConnection) -> None:
+    """Until the server's close reached the client's socket (bounded)."""
+    sock = conn._sock
+    assert sock is not None
+    deadline = time.monotonic() + 5
+    while not conn._dropped(sock):
+        assert time.monotonic() < deadline, "the server did not close the connection"
+        time.sleep(0.01)
+
+
+def test_an_idle_connection_the_server_closed_is_replaced(
+    server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle connection is polled before reuse; one the server closed is replaced."""
+    monkeypatch.setattr(http_module, "_FRESH_S", 0.0)  # every connection counts as idle
+    conn = HttpConnection(server)
+    first = conn.request("GET", "/then-drop")
+    assert first.body == b"dropping"
+    _wait_closed_by_peer(conn)
+    again = conn.request("GET", "/next")
+    assert again.body == b"ok:/next"
+    assert again.headers["x-peer"] != first.headers["x-peer"]  # a new connection
+    conn.close()
+
+
+def test_a_fresh_connection_is_reused_without_a_poll(
+    server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within _FRESH_S of its last answer a connection is not polled (a system call a
+    request); if the server did hang up meanwhile, the request fails retriably."""
+    polls: list[int] = []
+    real = HttpConnection._dropped
+
+    def counting(self: HttpConnection, sock: socket.socket) -> bool:
+        polls.append(1)
+        return real(self, sock)
+
+    monkeypatch.setattr(HttpConnection, "_dropped", counting)
+    conn = HttpConnection(server)
+    peers = {conn.request("GET", f"/a{i}").headers["x-peer"] for i in range(10)}
+    assert len(peers) == 1 and polls == []
+    conn.request("GET", "/then-drop")
+    _wait_closed_by_peer(conn)
+    polls.clear()
+    with pytest.raises(RemotingError) as info:
+        conn.request("GET", "/next")
+    assert info.value.retriable and polls == []
+    assert conn.request("GET", "/after").body == b"ok:/after"  # reconnects after the failure
+    conn.close()
 
 
 def test_timeout_and_refused(server: str) -> None:
