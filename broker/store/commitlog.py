@@ -44,6 +44,7 @@ from broker.store.kernels import (
 from broker.store.mapped_file import MappedFile, MappedFileQueue
 from broker.store.results import AppendResult, PutMessageStatus
 from connector.protocol.jit import CRC_TABLE
+from connector.protocol.properties import properties_well_formed
 from connector.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
     HEADER,
@@ -53,7 +54,7 @@ from connector.protocol.record import (
     encode_blank,
 )
 
-__all__ = ["BatchAppend", "CommitLog", "RecordTooLarge", "SingleGroup", "SinglesAppend"]
+__all__ = ["BatchAppend", "CommitLog", "RecordRefused", "SingleGroup", "SinglesAppend"]
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,9 @@ log = logging.getLogger(__name__)
 _TOPIC_PROPLEN = [struct.Struct(f">b{n}sh") for n in range(MAX_TOPIC_BYTES + 1)]
 
 
-class RecordTooLarge(Exception):
-    """A record cannot fit any segment, or a field overflows its length prefix."""
+class RecordRefused(Exception):
+    """A message cannot become a record: it cannot fit any segment, a field overflows
+    its length prefix, or its properties are not ``name\\x01value\\x02`` pairs."""
 
     def __init__(self, message: str, status: PutMessageStatus = PutMessageStatus.MESSAGE_ILLEGAL):
         super().__init__(message)
@@ -171,37 +173,39 @@ class CommitLog:
         if topic is None:
             topic = name.encode("utf-8")
             if len(topic) > MAX_TOPIC_BYTES:
-                raise RecordTooLarge(f"topic of {len(topic)} bytes exceeds {MAX_TOPIC_BYTES}")
+                raise RecordRefused(f"topic of {len(topic)} bytes exceeds {MAX_TOPIC_BYTES}")
             self._topic_bytes[name] = topic
         return topic
 
     def topic_fits(self, name: str) -> bool:
         try:
             self._topic(name)
-        except RecordTooLarge:
+        except RecordRefused:
             return False
         return True
 
     def _record_size(self, msg: MessageInner) -> int:
-        """The size of ``msg``'s record; RecordTooLarge if it cannot be one."""
+        """The size of ``msg``'s record; RecordRefused if it cannot be one."""
         topic = self._topic(msg.topic)
         if len(msg.properties) > MAX_PROPERTIES_BYTES:
-            raise RecordTooLarge(
+            raise RecordRefused(
                 f"properties of {len(msg.properties)} bytes exceed {MAX_PROPERTIES_BYTES}",
                 PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
             )
         size = RECORD_FIXED + len(topic) + len(msg.body) + len(msg.properties)
         if size + END_FILE_MIN_BLANK_LENGTH > self.segment_size:
-            raise RecordTooLarge(
+            raise RecordRefused(
                 f"a record of {size} bytes cannot fit a {self.segment_size}-byte segment"
             )
+        if not properties_well_formed(msg.properties):  # recovery would take it for torn
+            raise RecordRefused("properties are not name\\x01value\\x02 pairs")
         return size
 
-    def check_single(self, msg: MessageInner) -> RecordTooLarge | None:
+    def check_single(self, msg: MessageInner) -> RecordRefused | None:
         """Why ``msg`` cannot become a record, or None (``append_singles`` expects checked ones)."""
         try:
             self._record_size(msg)
-        except RecordTooLarge as exc:
+        except RecordRefused as exc:
             return exc
         return None
 
@@ -238,10 +242,10 @@ class CommitLog:
         n = scanned.count
         topic = np.frombuffer(batch.topic.encode("utf-8"), dtype=np.uint8)
         if len(topic) > MAX_TOPIC_BYTES:
-            raise RecordTooLarge(f"topic of {len(topic)} bytes exceeds {MAX_TOPIC_BYTES}")
+            raise RecordRefused(f"topic of {len(topic)} bytes exceeds {MAX_TOPIC_BYTES}")
         sizes = scanned.body_lens + scanned.props_lens + (RECORD_FIXED + len(topic))
         if n and int(sizes.max()) + END_FILE_MIN_BLANK_LENGTH > self.segment_size:
-            raise RecordTooLarge(f"a record cannot fit a {self.segment_size}-byte segment")
+            raise RecordRefused(f"a record cannot fit a {self.segment_size}-byte segment")
         ends = np.cumsum(sizes)
         rel = np.empty(n, dtype=np.int64)  # each record's position in its chunk
         offsets = np.empty(n, dtype=np.int64)
@@ -362,7 +366,7 @@ class CommitLog:
             )  # fmt: skip
             if i_next == i:  # the next record does not fit: close this segment
                 if at == 0:  # not even in an empty one (``check_single`` prevents this)
-                    raise RecordTooLarge(f"a record cannot fit a {self.segment_size}-byte segment")
+                    raise RecordRefused(f"a record cannot fit a {self.segment_size}-byte segment")
                 self._fill_blank(mf)
                 self.queue.create(mf.end_offset)
                 continue

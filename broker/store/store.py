@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from broker.store.checkpoint import Checkpoint
-from broker.store.commitlog import CommitLog, RecordTooLarge, SingleGroup
+from broker.store.commitlog import CommitLog, RecordRefused, SingleGroup
 from broker.store.config import FlushDiskType, StoreConfig
 from broker.store.consume_queue import CQ_ENTRY_SIZE, ConsumeQueue
 from broker.store.flush import FlushRealTimeService, GroupCommitService, PeriodicService
@@ -45,6 +45,7 @@ from connector.errors import CorruptRecordError, InvalidTopicError, StoreError
 from connector.protocol.message import MessageExt
 from connector.protocol.msgid import encode_host
 from connector.protocol.names import validate_topic
+from connector.protocol.properties import properties_well_formed
 from connector.protocol.record import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
@@ -333,7 +334,7 @@ class MessageStore:
             ts = self._store_timestamp()
             try:
                 res = self.commit_log.append(msg, queue_offset=queue_offset, store_timestamp=ts)
-            except RecordTooLarge as exc:
+            except RecordRefused as exc:
                 return PutMessageResult(exc.status, message=str(exc)), None
             if cq is None:  # created only once something is stored in it
                 cq = self.consume_queue(msg.topic, msg.queue_id, create=True)
@@ -375,7 +376,7 @@ class MessageStore:
                 appended = self.commit_log.append_batch(
                     batch, scanned, queue_offset=queue_offset, store_timestamp=ts
                 )
-            except RecordTooLarge as exc:
+            except RecordRefused as exc:
                 return PutMessageResult(exc.status, message=str(exc)), None
             except OSError as exc:  # the disk filled up between two checks of its use
                 log.error("batch append to %s failed: %s", batch.topic, exc)
@@ -472,6 +473,7 @@ class MessageStore:
             and min(body_lens) > 0
             and max(body_lens) <= self.config.max_message_size
             and max(props_lens) <= MAX_PROPERTIES_BYTES
+            and all(map(properties_well_formed, group.props))
             and RECORD_FIXED + MAX_TOPIC_BYTES + max(map(operator.add, body_lens, props_lens))
             + END_FILE_MIN_BLANK_LENGTH <= log_.segment_size
         ):  # fmt: skip

@@ -103,6 +103,19 @@ def test_body_size_limit(make_store: StoreFactory, tmp_path: Path) -> None:
     put(store, b"x" * 1024)  # exactly the limit is fine
 
 
+@pytest.mark.parametrize("props", [b"KEYS\x01k", b"KEYS\x01k\x02\x00", b"\x01v\x02", b"K\x02"])
+def test_properties_that_are_not_pairs(
+    make_store: StoreFactory, tmp_path: Path, props: bytes
+) -> None:
+    """Recovery tells a torn record by its properties, so none may be stored malformed."""
+    store = make_store()
+    msg = MessageInner(topic=TOPIC, queue_id=0, body=b"x", properties=props)
+    result = store.put_message(msg)
+    assert result.status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert "properties" in (result.message or "")
+    _nothing_written(store, tmp_path)
+
+
 @pytest.mark.parametrize("bad", [b"", b"x" * 1025])
 def test_batch_with_one_bad_body_writes_nothing(
     make_store: StoreFactory, tmp_path: Path, bad: bytes
