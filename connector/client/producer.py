@@ -43,7 +43,7 @@ from connector.client.latency import (
 from connector.client.namesrv import NameServerClient, parse_namesrv
 from connector.client.publish_info import TopicPublishInfo
 from connector.client.results import SendContext, SendMessageHook, SendResult
-from connector.client.transport import ClientTransport, decode_json, path
+from connector.client.transport import ClientTransport, decode_send_json, path
 from connector.errors import (
     BrokerBusyError,
     ConfigError,
@@ -704,7 +704,7 @@ class Producer:
         resp = self.transport.request(
             addr, "POST", target, encoded.data, _OCTET, timeout_s=timeout_ms / 1000
         )
-        raw: dict[str, Any] = decode_json(addr, resp)
+        raw: dict[str, Any] = decode_send_json(addr, resp)
         status = SendStatus(raw["status"])
         queue = MessageQueue(mq.topic, mq.broker_name, int(raw["queue_id"]))
         host = str(raw["store_host"])
