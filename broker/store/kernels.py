@@ -15,6 +15,7 @@ byte by byte (numba does not support non-native byte order).
 # mypy: disable-error-code="assignment,return-value,arg-type"
 from __future__ import annotations
 
+import re
 import zlib
 from typing import Any
 
@@ -31,6 +32,7 @@ from connector.protocol.jit import (
     put_i32,
     put_i64,
 )
+from connector.protocol.names import NAME_CHARACTER
 
 __all__ = [
     "BATCH_ERRORS",
@@ -598,8 +600,8 @@ def _scan_props(
     return tags_code, nkeys, delay, True
 
 
-_TOPIC_BYTES = np.zeros(256, dtype=np.bool_)  # the characters of a topic name (names.py)
-_TOPIC_BYTES[list(b"%|_-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")] = True
+_TOPIC_BYTES = np.zeros(256, dtype=np.bool_)  # the bytes a topic name may hold
+_TOPIC_BYTES[[b for b in range(128) if re.fullmatch(NAME_CHARACTER, chr(b))]] = True
 
 
 @njit(cache=True, nogil=True, inline="always")

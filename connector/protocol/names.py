@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_TOPIC",
     "DLQ_GROUP_TOPIC_PREFIX",
     "MAX_NAME_LENGTH",
+    "NAME_CHARACTER",
     "RETRY_GROUP_TOPIC_PREFIX",
     "SCHEDULE_TOPIC",
     "is_system_topic",
@@ -41,7 +42,8 @@ _SYSTEM_TOPICS = frozenset(
         "RMQ_SYS_TRANS_OP_HALF_TOPIC",
     }
 )
-_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+NAME_CHARACTER = r"[%|a-zA-Z0-9_-]"  # a regex class: one character of a name
+_NAME_RE = re.compile(rf"^{NAME_CHARACTER}+$")
 _MAX_KEY_LENGTH = 255
 
 

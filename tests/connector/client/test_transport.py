@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -50,7 +51,8 @@ def test_send_json_falls_back_to_json_for_what_orjson_refuses() -> None:
 
 @pytest.mark.parametrize("decode", [decode_json, decode_send_json])
 @pytest.mark.parametrize("body", [b"", b"<html>", b'{"a": 1', b"\xff\xfe"])
-def test_not_json_is_a_remoting_error(decode: object, body: bytes) -> None:
-    assert callable(decode)
+def test_not_json_is_a_remoting_error(
+    decode: Callable[[str, HttpResponse], object], body: bytes
+) -> None:
     with pytest.raises(RemotingError, match="not JSON"):
         decode("h:1", HttpResponse(502, {}, body))
