@@ -114,9 +114,71 @@ class _DirectCycle:
 
 
 class DirectHttpToolsProtocol(OneWriteHttpToolsProtocol):
-    """uvicorn's httptools protocol that answers the router's routes itself."""
+    """uvicorn's httptools protocol that answers the router's routes itself.
+
+    Two per-request costs of the base protocol are cut here. The ASGI scope is
+    built only for a request the app answers (uvicorn builds it for every
+    request as it begins). And the keep-alive timer is not cancelled by every
+    request and armed again by every response (a timer handle and a heap entry
+    each, ~2 us): one timer stays armed, notes when the connection last went
+    idle, and when it fires closes the connection only if it has been idle the
+    whole ``timeout_keep_alive`` since, else fires again when that time is up.
+    """
 
     router: DirectRouter | None = None
+    _idle_since: float | None = None  # loop time the last response went out; None: busy
+
+    def on_message_begin(self) -> None:
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+
+    def _begin_scope(self) -> None:
+        """The ASGI scope uvicorn begins a request with, for a request the app answers."""
+        url, headers, expect = self.url, self.headers, self.expect_100_continue
+        super().on_message_begin()  # new url, headers and scope (which holds the headers)
+        self.url, self.expect_100_continue = url, expect
+        self.headers.extend(headers)
+
+    def data_received(self, data: bytes) -> None:
+        self._idle_since = None
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            msg = "Invalid HTTP request received."
+            self.logger.warning(msg)
+            self.send_400_response(msg)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+
+    def on_response_complete(self) -> None:
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:  # a request that waited for this response
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+            return
+        self._idle_since = self.loop.time()
+        if self.timeout_keep_alive_task is None:
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self._keep_alive_check
+            )
+
+    def _keep_alive_check(self) -> None:
+        self.timeout_keep_alive_task = None
+        since = self._idle_since
+        if since is None or self.transport.is_closing():
+            return  # busy: its response arms the timer again
+        left = since + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self.timeout_keep_alive_task = self.loop.call_later(left, self._keep_alive_check)
+        else:
+            self.timeout_keep_alive_handler()
 
     def on_headers_complete(self) -> None:
         router = self.router
@@ -144,6 +206,7 @@ class DirectHttpToolsProtocol(OneWriteHttpToolsProtocol):
                 )
                 self.cycle = _DirectCycle(route, request, keep_alive)  # type: ignore[assignment]
                 return
+        self._begin_scope()
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:

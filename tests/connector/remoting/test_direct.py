@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -245,4 +246,26 @@ def test_a_graceful_stop_answers_what_is_in_flight() -> None:
         status, headers, body = c.response()
         assert (status, body, headers["connection"]) == (200, b"direct:in flight", "close")
         assert c.at_eof()
+        c.close()
+
+
+def test_keep_alive_closes_an_idle_connection_and_spares_a_busy_one() -> None:
+    """One keep-alive timer per connection, not one per response: it closes a
+    connection idle for ``timeout_keep_alive`` and nothing else."""
+    with uvicorn_thread(app(), direct_protocol(Router()), timeout_keep_alive=1) as (_, port):
+        c = Conn(("127.0.0.1", port))
+        c.send(post("/echo", b"a"))
+        assert c.response()[::2] == (200, b"direct:a")  # idle from here: the timer is armed
+        time.sleep(0.7)
+        c.send(post("/slow", b"b"))  # busy 0.5 s, across the moment the timer fires
+        assert c.response()[::2] == (200, b"direct:b")
+        for i in range(4):  # used more often than the timeout: it stays open
+            time.sleep(0.4)
+            c.send(post("/echo", b"%d" % i))
+            assert c.response()[::2] == (200, b"direct:%d" % i)
+        c.send(b"GET /health HTTP/1.1\r\nhost: t\r\n\r\n")  # the app's answers count too
+        assert c.response()[::2] == (200, b'{"ok":true}')
+        idle = time.monotonic()
+        assert c.at_eof()  # the server hangs up (the socket's own timeout is 10 s)
+        assert 0.9 <= time.monotonic() - idle <= 5
         c.close()

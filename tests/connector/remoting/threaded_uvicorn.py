@@ -14,10 +14,13 @@ from connector.edge.serve import bind_socket
 
 
 @contextmanager
-def uvicorn_thread(app: Any, http: Any) -> Iterator[tuple[uvicorn.Server, int]]:
-    """The started server and its port; stopped (as SIGTERM would) on exit."""
+def uvicorn_thread(app: Any, http: Any, **config: Any) -> Iterator[tuple[uvicorn.Server, int]]:
+    """The started server and its port; stopped (as SIGTERM would) on exit. ``config``:
+    more ``uvicorn.Config`` settings."""
     sock = bind_socket("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(app, http=http, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, http=http, log_level="warning", lifespan="off", **config)
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
