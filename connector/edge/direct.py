@@ -140,19 +140,15 @@ class DirectHttpToolsProtocol(OneWriteHttpToolsProtocol):
         self.url, self.expect_100_continue = url, expect
         self.headers.extend(headers)
 
-    def data_received(self, data: bytes) -> None:
+    def _unset_keepalive_if_required(self) -> None:
+        """uvicorn calls this as data arrives: the connection is busy, the timer stays."""
         self._idle_since = None
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            msg = "Invalid HTTP request received."
-            self.logger.warning(msg)
-            self.send_400_response(msg)
-        except httptools.HttpParserUpgrade:
-            if self._should_upgrade():
-                self.handle_websocket_upgrade()
-            else:
-                self._unsupported_upgrade_warning()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
+        super().connection_lost(exc)
 
     def on_response_complete(self) -> None:
         self.server_state.total_requests += 1
