@@ -60,7 +60,7 @@ class BrokerController:
         self.flush_waiter = FlushWaiter()
         if store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             # single sends of one loop step append as a group and share one flush request
-            self.send.appender = GroupAppender(self.store, self.flush_waiter)
+            self.send.appender = GroupAppender(self.store)
         self.hold: PullRequestHoldService | None = None
         self.recovery: RecoveryReport | None = None
         self.started_ms = int(clock() * 1000)

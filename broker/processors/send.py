@@ -373,11 +373,18 @@ class SendMessageProcessor:
             raise MessageIllegalError(
                 "delay levels are not supported in a batch of several messages"
             )
-        put, flushed = self.store.put_messages_nowait(batch, scanned)
+        appender = self.appender
+        put, flushed = self.store.put_messages_nowait(
+            batch, scanned, request_flush=appender is None
+        )
         raise_for_status(put)
         for cfg in new_topics:
             self.topics.ensure(cfg)
         count = put.append.msg_num if put.append else 0
+        if appender is not None:  # durable with the other appends of this loop step
+            return SendOutcome(
+                put, None, topic, queue_id, count=count, pending=appender.durable(put)
+            )
         return SendOutcome(put, flushed, topic, queue_id, count=count)
 
     # -- consumer send-back -----------------------------------------------------------

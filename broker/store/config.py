@@ -32,6 +32,7 @@ class StoreConfig:
     flush_commit_log_least_pages: int = 4
     flush_commit_log_thorough_interval_ms: int = 10_000
     sync_flush_timeout_ms: int = 5_000
+    group_commit_on_loop_max_ms: int = 10
     flush_interval_consume_queue_ms: int = 1_000
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval_ms: int = 60_000
@@ -68,6 +69,8 @@ class StoreConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
+        if self.group_commit_on_loop_max_ms < 0:
+            raise ConfigError("group_commit_on_loop_max_ms must not be negative")
         if self.max_hash_slot_num < 1 or self.max_index_num < 2:
             raise ConfigError("index sizes must be positive")
         for name in (

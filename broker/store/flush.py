@@ -107,8 +107,9 @@ class GroupCommitService:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, end_offset: int) -> Future[bool]:
-        """A future set to True once the log is durable up to ``end_offset``."""
+    def submit(self, end_offset: int, requests: int = 1) -> Future[bool]:
+        """A future set to True once the log is durable up to ``end_offset``
+        (``requests``: how many appends it covers, for the counts)."""
         with self._cond:
             if self._stopping:
                 done: Future[bool] = Future()
@@ -117,7 +118,7 @@ class GroupCommitService:
             if self._next is None:
                 self._next = Future()
             self._next_end = max(self._next_end, end_offset)
-            self._requests_in_next += 1
+            self._requests_in_next += requests
             self._cond.notify()
             return self._next
 

@@ -94,6 +94,8 @@ class MessageStore:
         self._valid_topics: set[str] = set()
         self._last_store_ts = 0
         self._group_commit: GroupCommitService | None = None
+        self._here_commits = 0  # flush_here calls (SYNC_FLUSH commits off the thread)
+        self._here_requests = 0  # appends they covered
         self.groups_appended = 0  # put_group_nowait calls that appended something
         self.messages_grouped = 0  # messages they appended
         self._services: list[PeriodicService] = []
@@ -321,8 +323,14 @@ class MessageStore:
                 )
         return None
 
-    def put_message_nowait(self, msg: MessageInner) -> tuple[PutMessageResult, Future[bool] | None]:
-        """Append; with SYNC_FLUSH also return the future of its flush."""
+    def put_message_nowait(
+        self, msg: MessageInner, *, request_flush: bool = True
+    ) -> tuple[PutMessageResult, Future[bool] | None]:
+        """Append; with SYNC_FLUSH also return the future of its flush.
+
+        ``request_flush=False``: no flush is requested (the future is None); the
+        caller makes the append durable (``request_flush``, ``flush_here``).
+        """
         bad = self._check(msg.topic, msg.queue_id, (msg.body,))
         if bad is not None:
             return bad, None
@@ -343,7 +351,7 @@ class MessageStore:
             if msg.keys and self.config.message_index_enable:
                 self.index.put_keys_at(msg.topic, msg.keys, res.wrote_offset, ts)
             self.dispatched_offset = res.end_offset
-        return self._after_append(msg.topic, msg.queue_id, res)
+        return self._after_append(msg.topic, msg.queue_id, res, request_flush)
 
     def scan(self, batch: BatchInner) -> tuple[ScannedBatch | None, str]:
         """Validate a batch and gather its columns (``(None, reason)`` if it is bad)."""
@@ -352,11 +360,12 @@ class MessageStore:
         )
 
     def put_messages_nowait(
-        self, batch: BatchInner, scanned: ScannedBatch | None = None
+        self, batch: BatchInner, scanned: ScannedBatch | None = None, *, request_flush: bool = True
     ) -> tuple[PutMessageResult, Future[bool] | None]:
         """Append a whole batch under one lock hold; nothing is written if any entry is bad.
 
-        ``scanned`` is ``scan(batch)`` when the caller already ran it.
+        ``scanned`` is ``scan(batch)`` when the caller already ran it;
+        ``request_flush`` as for ``put_message_nowait``.
         """
         bad = self._check(batch.topic, batch.queue_id, ())
         if bad is not None:
@@ -393,10 +402,10 @@ class MessageStore:
                 self.index.put_hashes(scanned.key_hashes, appended.offsets[scanned.key_msgs], ts)
             res = appended.result
             self.dispatched_offset = res.end_offset
-        return self._after_append(batch.topic, batch.queue_id, res)
+        return self._after_append(batch.topic, batch.queue_id, res, request_flush)
 
     def put_group_nowait(
-        self, msgs: Sequence[MessageInner]
+        self, msgs: Sequence[MessageInner], *, request_flush: bool = True
     ) -> tuple[list[PutMessageResult], Future[bool] | None]:
         """Append single messages from many writers at once, with one flush request.
 
@@ -404,10 +413,11 @@ class MessageStore:
         bad one is refused alone) and its own record; the group shares one
         lock hold, one store time, one compiled layout pass, one ConsumeQueue
         write per queue, one index insert and, with SYNC_FLUSH, one group
-        commit request (the returned future covers every appended message).
+        commit request (the returned future covers every appended message;
+        ``request_flush`` as for ``put_message_nowait``).
         """
         if len(msgs) == 1:  # the struct path is cheaper for one
-            res, future = self.put_message_nowait(msgs[0])
+            res, future = self.put_message_nowait(msgs[0], request_flush=request_flush)
             if res.ok:
                 self.groups_appended += 1
                 self.messages_grouped += 1
@@ -451,7 +461,7 @@ class MessageStore:
             for (topic, queue_id), (base, count, _) in zip(queues, rows, strict=True):
                 for listener in self.arrival_listeners:
                     listener(topic, queue_id, base + count)
-        future = self._group_commit.submit(appended.end_offset) if self._group_commit else None
+        future = self.request_flush(appended.end_offset) if request_flush else None
         ok = PutMessageStatus.PUT_OK
         placed = appended.out.tolist()
         if good is None:
@@ -491,16 +501,42 @@ class MessageStore:
         return good
 
     def group_commit_stats(self) -> tuple[int, int] | None:
-        """SYNC_FLUSH: (fsyncs done, append requests they covered); else None."""
+        """SYNC_FLUSH: (fsyncs done, append requests they covered), by the group
+        commit thread and by ``flush_here`` together; else None."""
         gc = self._group_commit
-        return None if gc is None else (gc.groups, gc.requests_served)
+        if gc is None:
+            return None
+        return gc.groups + self._here_commits, gc.requests_served + self._here_requests
+
+    def request_flush(self, end_offset: int, requests: int = 1) -> Future[bool] | None:
+        """SYNC_FLUSH: a future set to True once the group commit thread has made the
+        log durable up to ``end_offset`` (False if it could not); None otherwise.
+        ``requests``: how many appends this covers (for the metrics)."""
+        gc = self._group_commit
+        return gc.submit(end_offset, requests) if gc is not None else None
+
+    def flush_here(self, end_offset: int, requests: int = 1) -> bool:
+        """SYNC_FLUSH's group commit on the calling thread, without the thread hand-off:
+        fdatasync the log now; True if it is durable up to ``end_offset``.
+
+        For the broker's event loop (``broker.store.aio.GroupAppender``), which
+        blocks meanwhile. Raises ``OSError`` if the flush fails.
+        """
+        if not self.running:
+            return False
+        started = time.monotonic()
+        flushed = self.commit_log.flush(0)
+        self._flushed(time.monotonic() - started)
+        self._here_commits += 1
+        self._here_requests += requests
+        return flushed >= end_offset
 
     def _after_append(
-        self, topic: str, queue_id: int, res: AppendResult
+        self, topic: str, queue_id: int, res: AppendResult, request_flush: bool
     ) -> tuple[PutMessageResult, Future[bool] | None]:
         for listener in self.arrival_listeners:
             listener(topic, queue_id, res.queue_offset + res.msg_num)
-        future = self._group_commit.submit(res.end_offset) if self._group_commit else None
+        future = self.request_flush(res.end_offset) if request_flush else None
         return PutMessageResult(PutMessageStatus.PUT_OK, append=res), future
 
     def wait_flush(self, result: PutMessageResult, future: Future[bool] | None) -> PutMessageResult:

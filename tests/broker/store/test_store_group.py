@@ -9,6 +9,7 @@ own result once the group commit made it durable.
 from __future__ import annotations
 
 import asyncio
+import logging
 import tempfile
 import threading
 from pathlib import Path
@@ -19,11 +20,13 @@ from conftest import BORN_TS, SMALL, TOPIC, StoreFactory, inner, walk_commit_log
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.store.aio import GroupAppender
+from broker.store.aio import THREAD_COOL_DOWN_S, GroupAppender
 from broker.store.config import FlushDiskType, StoreConfig
-from broker.store.inner import MessageInner
-from broker.store.results import PutMessageStatus
+from broker.store.inner import BatchInner, MessageInner
+from broker.store.results import PutMessageResult, PutMessageStatus
 from broker.store.store import MessageStore
+from connector.errors import ConfigError
+from connector.protocol.batch import encode_batch
 from connector.protocol.message import Message
 from connector.protocol.msgid import encode_host
 
@@ -207,7 +210,11 @@ def test_appender_gives_each_writer_its_durable_result(make_store: StoreFactory)
     assert store.commit_log.flushed_offset() >= max(r.append.end_offset for r in results)
     assert store.messages_grouped == 400
     assert store.groups_appended < 400  # writers shared groups
-    assert store._group_commit is not None and store._group_commit.groups <= store.groups_appended
+    # the loop flushed every step itself: one fdatasync a step, none by the thread
+    assert store._group_commit is not None and store._group_commit.groups == 0
+    assert appender.commits_on_thread == 0
+    assert 0 < appender.commits_on_loop <= store.groups_appended
+    assert store.group_commit_stats() == (appender.commits_on_loop, 400)
     for q in range(4):
         bodies = store.get_message(TOPIC, q, 0, 200).bodies()
         assert sorted(bodies) == sorted(
@@ -217,10 +224,13 @@ def test_appender_gives_each_writer_its_durable_result(make_store: StoreFactory)
         assert offsets == list(range(100))
 
 
-def test_appender_answers_flush_disk_timeout_when_the_disk_hangs(
+def test_the_thread_answers_flush_disk_timeout_when_the_disk_hangs(
     make_store: StoreFactory,
 ) -> None:
-    store = make_store(flush_disk_type=SYNC, sync_flush_timeout_ms=100)
+    # group_commit_on_loop_max_ms = 0: every group goes to the group commit thread
+    store = make_store(
+        flush_disk_type=SYNC, sync_flush_timeout_ms=100, group_commit_on_loop_max_ms=0
+    )
     service = store._group_commit
     assert service is not None
     release = threading.Event()
@@ -244,6 +254,76 @@ def test_appender_answers_flush_disk_timeout_when_the_disk_hangs(
     assert [r.status for r in results] == [PutMessageStatus.FLUSH_DISK_TIMEOUT] * 3
     assert all(r.ok and r.append is not None for r in results)  # stored, not known durable
     assert store.get_message(TOPIC, 1, 0, 1).bodies() == [b"m"]
+    assert (appender.commits_on_loop, appender.commits_on_thread) == (0, 1)
+
+
+def test_a_slow_fdatasync_sends_the_groups_to_the_thread_for_a_while(
+    make_store: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = make_store(flush_disk_type=SYNC, sync_flush_timeout_ms=100)
+    assert store.config.group_commit_on_loop_max_ms == 10
+    now = [1000.0]
+    takes = [0.05]  # how long the loop's next fdatasync takes, on the appender's clock
+    real_flush = store.commit_log.flush  # the thread keeps the real one
+
+    def timed_flush(least_pages: int = 0) -> int:
+        now[0] += takes[0]
+        return real_flush(least_pages)
+
+    store.commit_log.flush = timed_flush  # type: ignore[method-assign]
+    appender = GroupAppender(store, clock=lambda: now[0])
+
+    async def step() -> list[PutMessageStatus]:
+        puts = [appender.put(inner(b"m", queue_id=i)) for i in range(3)]
+        return [r.status for r in await asyncio.gather(*puts)]
+
+    async def scenario() -> list[list[PutMessageStatus]]:
+        slow = await step()  # 50 ms on the loop: over the limit, inside the timeout
+        moved = (appender.commits_on_loop, appender.commits_on_thread)
+        on_thread = await step()  # the cool-down: the thread flushes
+        now[0] += THREAD_COOL_DOWN_S
+        takes[0] = 0.001
+        back = await step()  # after it: the loop again
+        takes[0] = 0.2
+        late = await step()  # slower than sync_flush_timeout_ms: stored, not known durable
+        assert moved == (1, 0)
+        return [slow, on_thread, back, late]
+
+    with caplog.at_level(logging.WARNING, logger="broker.store.aio"):
+        slow, on_thread, back, late = asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert slow == on_thread == back == [OK] * 3
+    assert late == [PutMessageStatus.FLUSH_DISK_TIMEOUT] * 3
+    assert (appender.commits_on_loop, appender.commits_on_thread) == (3, 1)
+    assert store._group_commit is not None and store._group_commit.groups == 1
+    assert store.group_commit_stats() == (4, 12)
+    assert "an fdatasync took 50.0 ms" in caplog.text
+    assert store.get_max_offset_in_queue(TOPIC, 0) == 4
+
+
+def test_a_batch_waits_for_the_flush_of_its_step(make_store: StoreFactory) -> None:
+    store = make_store(flush_disk_type=SYNC)
+    appender = GroupAppender(store)
+    batch = BatchInner(TOPIC, 1, encode_batch([(b"b1", 0, b""), (b"b2", 0, b"")]), born_timestamp=1)
+
+    async def scenario() -> list[Any]:
+        put, flushed = store.put_messages_nowait(batch, request_flush=False)
+        assert flushed is None and put.status is OK
+        refused = appender.durable(PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL))
+        assert refused.done()  # nothing to wait for
+        return list(await asyncio.gather(appender.durable(put), appender.put(inner(b"single"))))
+
+    batch_res, single = asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert batch_res.status is single.status is OK
+    assert appender.commits_on_loop == 1  # one fdatasync for both
+    assert store.commit_log.flushed_offset() >= max(
+        batch_res.append.end_offset, single.append.end_offset
+    )
+    assert store.group_commit_stats() == (1, 2)
+
+
+def test_group_commit_on_loop_max_ms_must_not_be_negative(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="group_commit_on_loop_max_ms"):
+        StoreConfig(store_dir=tmp_path, group_commit_on_loop_max_ms=-1)
 
 
 def test_appender_refusals_come_back_at_once(make_store: StoreFactory) -> None:
