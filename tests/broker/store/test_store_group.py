@@ -9,6 +9,7 @@ own result once the group commit made it durable.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import tempfile
 import threading
@@ -298,6 +299,30 @@ def test_a_slow_fdatasync_sends_the_groups_to_the_thread_for_a_while(
     assert store.group_commit_stats() == (4, 12)
     assert "an fdatasync took 50.0 ms" in caplog.text
     assert store.get_max_offset_in_queue(TOPIC, 0) == 4
+
+
+def test_a_failed_fdatasync_on_the_loop_answers_flush_disk_timeout(
+    make_store: StoreFactory,
+) -> None:
+    # answered only after the flush: a send must not hear PUT_OK for a flush that failed
+    store = make_store(flush_disk_type=SYNC)
+
+    def failing_disk(least_pages: int = 0) -> int:
+        raise OSError(errno.EIO, "Input/output error")
+
+    real_flush = store.commit_log.flush
+    store.commit_log.flush = failing_disk  # type: ignore[method-assign]
+    appender = GroupAppender(store)
+
+    async def scenario() -> list[Any]:
+        return list(await asyncio.gather(*(appender.put(inner(b"m")) for _ in range(3))))
+
+    try:
+        results = asyncio.run(asyncio.wait_for(scenario(), 30))
+    finally:
+        store.commit_log.flush = real_flush  # type: ignore[method-assign]
+    assert [r.status for r in results] == [PutMessageStatus.FLUSH_DISK_TIMEOUT] * 3
+    assert appender.commits_on_loop == 1
 
 
 def test_a_batch_waits_for_the_flush_of_its_step(make_store: StoreFactory) -> None:
