@@ -59,7 +59,7 @@ class BrokerController:
         )
         self.flush_waiter = FlushWaiter()
         if store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            # single sends of one loop step append as a group and share one flush request
+            # the sends of one loop step share one group commit, run by the loop itself
             self.send.appender = GroupAppender(self.store)
         self.hold: PullRequestHoldService | None = None
         self.recovery: RecoveryReport | None = None
