@@ -147,7 +147,7 @@ class GroupAppender:
         waiting, end = self._waiting, self._end
         if not waiting:
             return
-        self._waiting = []
+        self._waiting, self._end = [], 0
         store = self.store
         if store.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH:
             _finish(waiting, True)  # appended is all ASYNC_FLUSH promises
