@@ -20,8 +20,6 @@ from broker.processors import AdminProcessor, PullMessageProcessor, SendMessageP
 from broker.processors.send import SendOutcome
 from broker.registration import BrokerRegistrar
 from broker.schedule import ScheduleMessageService
-from broker.store.aio import FlushWaiter, GroupAppender
-from broker.store.config import FlushDiskType
 from broker.store.offsets import ConsumerOffsetTable
 from broker.store.results import PutMessageResult, RecoveryReport
 from broker.store.store import MessageStore
@@ -57,10 +55,6 @@ class BrokerController:
             period_ms=config.register_name_server_period_ms,
             timeout_ms=config.register_timeout_ms,
         )
-        self.flush_waiter = FlushWaiter()
-        if store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            # the sends of one loop step share one group commit, run by the loop itself
-            self.send.appender = GroupAppender(self.store)
         self.hold: PullRequestHoldService | None = None
         self.recovery: RecoveryReport | None = None
         self.started_ms = int(clock() * 1000)
@@ -147,13 +141,4 @@ class BrokerController:
         (raises the send's error when a pending append was refused)."""
         if outcome.pending is not None:
             return outcome.settle(await outcome.pending, self.topics)
-        if outcome.flushed is None:
-            return outcome.put
-        timeout = self.store.config.sync_flush_timeout_ms / 1000
-        try:
-            ok = await asyncio.wait_for(
-                asyncio.shield(self.flush_waiter.wait(outcome.flushed)), timeout
-            )
-        except asyncio.TimeoutError:  # a builtin TimeoutError only from Python 3.11
-            ok = False
-        return outcome.put if ok else outcome.put.flush_timed_out()
+        return outcome.put

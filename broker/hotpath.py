@@ -224,13 +224,9 @@ def _when_stored(
 ) -> T | asyncio.Future[T]:
     """``done(result)`` once the append is as durable as the flush mode promises:
     at once for ASYNC_FLUSH, else from a callback (no task per send)."""
-    if outcome.pending is None and outcome.flushed is None:
+    source = outcome.pending
+    if source is None:
         return done(outcome.put)
-    source: asyncio.Future[PutMessageResult]
-    if outcome.pending is not None:
-        source = outcome.pending
-    else:  # a SYNC_FLUSH batch: its own wait for the group commit, with the timeout
-        source = asyncio.ensure_future(ctrl.stored(outcome))
     result: asyncio.Future[T] = source.get_loop().create_future()
 
     def settle(f: asyncio.Future[PutMessageResult]) -> None:
@@ -240,10 +236,7 @@ def _when_stored(
             result.cancel()
             return
         try:
-            put = f.result()
-            if outcome.pending is not None:
-                put = outcome.settle(put, ctrl.topics)
-            result.set_result(done(put))
+            result.set_result(done(outcome.settle(f.result(), ctrl.topics)))
         except PyMQError as exc:
             ctrl.metrics.send_failed(api, exc.code)
             result.set_exception(exc)

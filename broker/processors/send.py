@@ -15,11 +15,11 @@ import binascii
 import itertools
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from broker.config import BrokerConfig
 from broker.store.aio import GroupAppender
+from broker.store.config import FlushDiskType
 from broker.store.inner import BatchInner, MessageInner, index_keys
 from broker.store.results import PutMessageResult, PutMessageStatus
 from broker.store.store import MessageStore
@@ -85,11 +85,10 @@ class Routed:
 
 @dataclass(slots=True)
 class SendOutcome:
-    """An append and, with SYNC_FLUSH, the future of its flush; or, for a single
-    message handed to the group appender, the future of its whole result."""
+    """An append; with SYNC_FLUSH (the group appender), ``pending``: the future of
+    its result once durable."""
 
     put: PutMessageResult
-    flushed: Future[bool] | None
     topic: str
     queue_id: int
     msg_id: str = ""
@@ -127,8 +126,12 @@ class SendMessageProcessor:
         self.delay_levels_ms = config.delay_levels_ms
         self.uniq = UniqKeyGenerator()
         self._round_robin = itertools.count()
-        # set by the controller for SYNC_FLUSH: concurrent single sends share appends
-        self.appender: GroupAppender | None = None
+        # SYNC_FLUSH: the sends of one event-loop step share one append and one flush
+        self.appender = (
+            GroupAppender(store)
+            if store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+            else None
+        )
 
     # -- msgCheck --------------------------------------------------------------------
 
@@ -309,14 +312,14 @@ class SendMessageProcessor:
         inner = routed.inner
         if self.appender is not None:
             return SendOutcome(
-                _PENDING, None, inner.topic, inner.queue_id, routed.msg_id,
+                _PENDING, inner.topic, inner.queue_id, routed.msg_id,
                 pending=self.appender.put(inner), new_topics=routed.new_topics,
             )  # fmt: skip
-        put, flushed = self.store.put_message_nowait(inner)
+        put, _ = self.store.put_message_nowait(inner)  # ASYNC_FLUSH: no flush future
         raise_for_status(put)
         for cfg in routed.new_topics:
             self.topics.ensure(cfg)
-        return SendOutcome(put, flushed, inner.topic, inner.queue_id, routed.msg_id)
+        return SendOutcome(put, inner.topic, inner.queue_id, routed.msg_id)
 
     # -- batches -----------------------------------------------------------------------
 
@@ -374,18 +377,14 @@ class SendMessageProcessor:
                 "delay levels are not supported in a batch of several messages"
             )
         appender = self.appender
-        put, flushed = self.store.put_messages_nowait(
-            batch, scanned, request_flush=appender is None
-        )
+        put, _ = self.store.put_messages_nowait(batch, scanned, request_flush=False)
         raise_for_status(put)
         for cfg in new_topics:
             self.topics.ensure(cfg)
         count = put.append.msg_num if put.append else 0
         if appender is not None:  # durable with the other appends of this loop step
-            return SendOutcome(
-                put, None, topic, queue_id, count=count, pending=appender.durable(put)
-            )
-        return SendOutcome(put, flushed, topic, queue_id, count=count)
+            return SendOutcome(put, topic, queue_id, count=count, pending=appender.durable(put))
+        return SendOutcome(put, topic, queue_id, count=count)
 
     # -- consumer send-back -----------------------------------------------------------
 
