@@ -26,7 +26,12 @@ def register(parser: argparse.ArgumentParser) -> None:
     add("--cluster", dest="broker_cluster_name", help="cluster name (default DefaultCluster)")
     add("--id", dest="broker_id", help="broker id: 0 = master (default 0)")
     add("--host", help="address to bind and to register (default 127.0.0.1)")
-    add("--port", help="port to listen on; 0 picks a free one (default 10911)")
+    add("--port", help="remoting (RocketMQ protocol) port; 0 picks a free one (default 10911)")
+    add(
+        "--http-port",
+        dest="http_port",
+        help="REST API port; 0 picks a free one (default --port + 4)",
+    )
     add("--namesrv", help='NameServer addresses, "host:port;host:port"')
     add("--store", dest="store_dir", help="store directory (default ~/.pymq/store/NAME)")
     add("--flush", dest="flush_disk_type", choices=["async", "sync"],
@@ -41,7 +46,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def build_config(args: argparse.Namespace, environ: dict[str, str]) -> BrokerConfig:
     keys = (
-        "broker_name", "broker_cluster_name", "broker_id", "host", "port", "namesrv",
+        "broker_name", "broker_cluster_name", "broker_id", "host", "port", "http_port", "namesrv",
         "store_dir", "flush_disk_type", "mapped_file_size_commit_log", "auto_create_topic_enable",
     )  # fmt: skip
     flags: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
@@ -57,12 +62,13 @@ def build_config(args: argparse.Namespace, environ: dict[str, str]) -> BrokerCon
 def _run(args: argparse.Namespace) -> int:
     try:
         config = build_config(args, dict(os.environ))
-        sock = bind_socket(config.host, config.port)
+        rsock = bind_socket(config.host, config.port)
+        sock = bind_socket(config.host, config.resolved_http_port)
     except PyMQError as exc:
         print(f"pymq broker: {exc.message}", file=sys.stderr)
         return 2
-    port = sock.getsockname()[1]
-    config = config.with_port(port)
+    port, http_port = rsock.getsockname()[1], sock.getsockname()[1]
+    config = config.with_ports(port, http_port)
     logging.basicConfig(
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -71,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
     # imported late: the CLI answers --help and bad flags without loading the store
     from broker.app import create_app  # noqa: PLC0415
     from broker.controller import BrokerController  # noqa: PLC0415
+    from broker.remoting import remoting_server  # noqa: PLC0415
 
     try:
         controller = BrokerController(config)
@@ -80,13 +87,13 @@ def _run(args: argparse.Namespace) -> int:
     store_dir = controller.store.config.store_dir
     namesrv = ";".join(config.namesrv_addrs) or "none"
 
-    def ready(_port: int) -> str:
-        return (
-            f"pymq broker {config.broker_name} ready at http://{config.host}:{port} "
-            f"(cluster {config.broker_cluster_name}, id {config.broker_id}, "
-            f"store {store_dir}, namesrv {namesrv}, "
-            f"{controller.store.config.flush_disk_type.value})"
-        )
+    ready = (
+        f"pymq broker {config.broker_name} ready: remoting {config.host}:{port}, "
+        f"http http://{config.host}:{http_port} "
+        f"(cluster {config.broker_cluster_name}, id {config.broker_id}, "
+        f"store {store_dir}, namesrv {namesrv}, "
+        f"{controller.store.config.flush_disk_type.value})"
+    )
 
     # background threads (flushers, schedule) must not hold the GIL for the default
     # 5 ms while a request waits: that is the p99 of a single send otherwise
@@ -102,4 +109,5 @@ def _run(args: argparse.Namespace) -> int:
         log_level=config.log_level,
         on_exit=controller.wake_waiters,
         direct=getattr(app, "hot", None),
+        remoting=(remoting_server(controller), rsock),
     )

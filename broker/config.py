@@ -56,8 +56,9 @@ class BrokerConfig:
     broker_cluster_name: str = "DefaultCluster"
     broker_id: int = 0
     host: str = "127.0.0.1"
-    port: int = 10911
-    namesrv: str | None = None  # "h:p;h:p"
+    port: int = 10911  # remoting (RocketMQ's protocol)
+    http_port: int | None = None  # the REST API; default port + 4 (free with port 0)
+    namesrv: str | None = None  # "h:p;h:p", remoting addresses
     # the "host:port" clients are told (routes, msgIds) when it is not the bind address:
     # behind NAT, in a container, or behind a proxy (RocketMQ's brokerIP1)
     advertised_addr: str | None = None
@@ -80,6 +81,10 @@ class BrokerConfig:
         for name in ("broker_name", "broker_cluster_name"):
             if not _NAME.match(getattr(self, name)):
                 raise ConfigError(f"{name} must match {_NAME.pattern}")
+        for name in ("port", "http_port"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 65535:
+                raise ConfigError(f"{name} {value} is out of range 0..65535")
         if self.broker_id < 0:
             raise ConfigError("broker_id must be >= 0 (0 = master)")
         if self.broker_permission not in (0, 2, 4, 6):
@@ -102,6 +107,20 @@ class BrokerConfig:
     def addr(self) -> str:
         """What clients connect to: ``advertised_addr``, else ``host:port``."""
         return self.advertised_addr or f"{self.host}:{self.port}"
+
+    @property
+    def resolved_http_port(self) -> int:
+        if self.http_port is not None:
+            return self.http_port
+        return 0 if self.port == 0 else self.port + 4
+
+    @property
+    def http_addr(self) -> str:
+        """The REST API's base URL, on the host clients are told (``addr``'s)."""
+        host = self.addr.rpartition(":")[0]
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return f"http://{host}:{self.resolved_http_port}"
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -134,5 +153,5 @@ class BrokerConfig:
             store_dir=self.resolved_store_dir, store_host=host, store_port=port, **kwargs
         )
 
-    def with_port(self, port: int) -> BrokerConfig:
-        return dataclasses.replace(self, port=port)
+    def with_ports(self, port: int, http_port: int) -> BrokerConfig:
+        return dataclasses.replace(self, port=port, http_port=http_port)

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from broker.client_manager import ClientManager
 from broker.config import BrokerConfig
 from broker.longpoll import PullRequestHoldService
 from broker.metrics import BrokerMetrics
@@ -32,6 +33,7 @@ __all__ = ["BrokerController"]
 
 log = logging.getLogger(__name__)
 OFFSET_PERSIST_INTERVAL_S = 5.0
+CLIENT_SCAN_INTERVAL_S = 10.0  # RocketMQ's ClientHousekeepingService
 
 
 class BrokerController:
@@ -49,6 +51,8 @@ class BrokerController:
         self.admin = AdminProcessor(self.store, self.topics, self.offsets, config)
         self.schedule = ScheduleMessageService(self.store, config.delay_levels_ms, clock=clock)
         self.metrics = BrokerMetrics(self.store)
+        self.clients = ClientManager()  # live producers and consumers, per group
+        self.on_clients_expired: Callable[[], None] = self._scan_clients
         self.registrar = BrokerRegistrar(
             config.namesrv_addrs,
             self.registration_request,
@@ -69,6 +73,7 @@ class BrokerController:
         self.store.arrival_listeners.append(self.hold.notify)
         self.schedule.start()
         self._tasks.append(asyncio.create_task(self._persist_offsets_periodically()))
+        self._tasks.append(asyncio.create_task(self._expire_clients_periodically()))
         await self.registrar.start()
         log.info("broker %s started: %s", self.config.broker_name, self.recovery)
 
@@ -109,6 +114,14 @@ class BrokerController:
             except OSError:
                 log.exception("persisting consumer offsets failed; retrying")
 
+    def _scan_clients(self) -> None:
+        self.clients.scan_expired()
+
+    async def _expire_clients_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(CLIENT_SCAN_INTERVAL_S)
+            self.on_clients_expired()
+
     # -- registration ------------------------------------------------------------------
 
     def _topics_changed(self) -> None:
@@ -123,6 +136,7 @@ class BrokerController:
             broker_addr=c.addr,
             data_version=self.topics.data_version(),
             topics=self.topics.registration_topics(),
+            http_addr=c.http_addr,
         )
 
     def unregistration_request(self) -> UnregisterBrokerRequest:

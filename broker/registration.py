@@ -1,7 +1,9 @@
 """Registration with every NameServer (RocketMQ's BrokerOuterAPI).
 
-At start and every ``register_name_server_period_ms`` the broker posts its
-identity and full topic config to each NameServer, in parallel; a topic
+At start and every ``register_name_server_period_ms`` the broker sends its
+identity and full topic config to each NameServer over remoting
+(REGISTER_BROKER, 103: RocketMQ's header fields, pymq's registration JSON as
+the body, which also carries the broker's HTTP address), in parallel; a topic
 change triggers an extra registration at once. On clean shutdown it
 unregisters, so routes drop it immediately instead of after the expiry.
 A NameServer that is down is logged and retried on the next period; it
@@ -15,8 +17,10 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-import httpx
+import orjson
 
+from connector.edge.remoting import call
+from connector.protocol.remoting import FrameError, RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.route import RegisterBrokerRequest, UnregisterBrokerRequest
 
 __all__ = ["BrokerRegistrar"]
@@ -38,7 +42,7 @@ class BrokerRegistrar:
         self.period_s = period_ms / 1000
         self.timeout_s = timeout_ms / 1000
         self.registrations = 0
-        self._client: httpx.AsyncClient | None = None
+        self._started = False
         self._task: asyncio.Task[None] | None = None
         self._kick: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -49,7 +53,7 @@ class BrokerRegistrar:
             return
         self._loop = asyncio.get_running_loop()
         self._kick = asyncio.Event()
-        self._client = httpx.AsyncClient(timeout=self.timeout_s)
+        self._started = True
         await self.register_all()
         self._task = asyncio.create_task(self._run(), name="register-name-server")
 
@@ -69,24 +73,33 @@ class BrokerRegistrar:
 
     async def register_all(self) -> int:
         """Register with every NameServer at once; how many accepted."""
-        if self._client is None:
+        if not self._started:
             return 0
-        body = self.build_request().model_dump(mode="json")
+        req = self.build_request()
         results = await asyncio.gather(
-            *(self._post(addr, "/brokers/register", body) for addr in self.namesrv_addrs)
+            *(self._send(addr, RequestCode.REGISTER_BROKER, req) for addr in self.namesrv_addrs)
         )
         self.registrations += 1
         return sum(results)
 
-    async def _post(self, addr: str, path: str, body: dict[str, object]) -> bool:
-        assert self._client is not None
+    async def _send(
+        self, addr: str, code: int, req: RegisterBrokerRequest | UnregisterBrokerRequest
+    ) -> bool:
+        ext = {
+            "brokerName": req.broker_name,
+            "brokerAddr": req.broker_addr,
+            "clusterName": req.cluster,
+            "brokerId": str(req.broker_id),
+        }
+        body = orjson.dumps(req.model_dump(mode="json"))
+        what = "registration" if code == RequestCode.REGISTER_BROKER else "unregistration"
         try:
-            resp = await self._client.post(f"http://{addr}{path}", json=body)
-        except httpx.HTTPError as exc:
-            log.warning("NameServer %s unreachable for %s: %s", addr, path, exc)
+            resp = await call(addr, RemotingCommand(code, ext, body), self.timeout_s)
+        except (OSError, asyncio.TimeoutError, FrameError) as exc:
+            log.warning("NameServer %s unreachable for the %s: %s", addr, what, exc or "timeout")
             return False
-        if resp.status_code != 200:
-            log.warning("NameServer %s refused %s: %s %s", addr, path, resp.status_code, resp.text)
+        if resp.code != ResponseCode.SUCCESS:
+            log.warning("NameServer %s refused the %s: %s %s", addr, what, resp.code, resp.remark)
             return False
         return True
 
@@ -96,12 +109,13 @@ class BrokerRegistrar:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self._client is None:
+        if not self._started:
             return
         if unregister is not None:
-            body = unregister.model_dump(mode="json")
             await asyncio.gather(
-                *(self._post(addr, "/brokers/unregister", body) for addr in self.namesrv_addrs)
+                *(
+                    self._send(addr, RequestCode.UNREGISTER_BROKER, unregister)
+                    for addr in self.namesrv_addrs
+                )
             )
-        await self._client.aclose()
-        self._client = None
+        self._started = False

@@ -28,7 +28,12 @@ def register(parser: argparse.ArgumentParser) -> None:
     """Add the ``namesrv`` flags to ``parser`` (every default None: unset flags never win)."""
     parser.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
     # no type=int: a bad value becomes a one-line ConfigError from load_settings
-    parser.add_argument("--port", default=None, help="listen port, 0 for any (default 9876)")
+    parser.add_argument(
+        "--port", default=None, help="remoting (RocketMQ protocol) port, 0 for any (default 9876)"
+    )
+    parser.add_argument(
+        "--http-port", default=None, help="REST API port, 0 for any (default --port + 4)"
+    )
     parser.add_argument("--config", default=None, metavar="FILE", help="a TOML settings file")
     parser.add_argument(
         "--data", default=None, metavar="DIR", help="data directory (default ~/.pymq/namesrv)"
@@ -47,7 +52,12 @@ def _run(args: argparse.Namespace) -> int:
             NamesrvConfig,
             config_file=Path(args.config) if args.config else None,
             environ=os.environ,
-            flags={"host": args.host, "port": args.port, "data_dir": args.data},
+            flags={
+                "host": args.host,
+                "port": args.port,
+                "http_port": args.http_port,
+                "data_dir": args.data,
+            },
         )
     except ConfigError as exc:
         return _fail(exc.message)
@@ -60,6 +70,7 @@ def _run(args: argparse.Namespace) -> int:
     # the other subcommands (the CLI imports every register()) and bad flags stay fast
     from connector.edge import bind_socket, serve  # noqa: PLC0415
     from nameserver.app import create_app  # noqa: PLC0415
+    from nameserver.remoting import remoting_server  # noqa: PLC0415
 
     data_dir = config.resolved_data_dir
     try:
@@ -68,13 +79,20 @@ def _run(args: argparse.Namespace) -> int:
         return _fail(f"cannot create data directory {data_dir}: {exc.strerror or exc}")
     app = create_app(config)
     try:
-        sock = bind_socket(config.host, config.port)
+        rsock = bind_socket(config.host, config.port)
+        hsock = bind_socket(config.host, config.resolved_http_port)
     except ConfigError as exc:
         return _fail(exc.message)
     host = config.host
+    port, http_port = rsock.getsockname()[1], hsock.getsockname()[1]
+    remoting = remoting_server(app.state.routes, app.state.kv)
     return serve(
         app,
-        sock,
-        ready_line=lambda port: f"pymq namesrv ready at http://{host}:{port} (data {data_dir})",
+        hsock,
+        ready_line=(
+            f"pymq namesrv ready: remoting {host}:{port}, http http://{host}:{http_port}"
+            f" (data {data_dir})"
+        ),
         log_level=config.log_level,
+        remoting=(remoting, rsock),
     )

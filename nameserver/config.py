@@ -19,8 +19,9 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 class NamesrvConfig:
     """Everything a NameServer needs; times carry their unit in the name.
 
-    - ``host`` / ``port``: where the HTTP service listens (default 127.0.0.1:9876;
-      port 0 picks a free port).
+    - ``host`` / ``port``: where the remoting service (RocketMQ's protocol) listens
+      (default 127.0.0.1:9876; port 0 picks a free port).
+    - ``http_port``: the REST API's port (default ``port`` + 4, 9880; free with port 0).
     - ``data_dir``: holds ``kvConfig.json``; None means ``~/.pymq/namesrv``.
     - ``scan_not_active_broker_interval_ms``: how often expired brokers are
       looked for (10 000 ms, RocketMQ 4's value).
@@ -32,6 +33,7 @@ class NamesrvConfig:
 
     host: str = "127.0.0.1"
     port: int = 9876
+    http_port: int | None = None
     data_dir: Path | None = None
     scan_not_active_broker_interval_ms: int = 10_000
     broker_channel_expired_time_ms: int = 120_000
@@ -45,6 +47,8 @@ class NamesrvConfig:
             raise ConfigError("host must not be empty")
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port {self.port} is out of range 0..65535")
+        if self.http_port is not None and not 0 <= self.http_port <= 65535:
+            raise ConfigError(f"http_port {self.http_port} is out of range 0..65535")
         for name in ("scan_not_active_broker_interval_ms", "broker_channel_expired_time_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
@@ -52,6 +56,13 @@ class NamesrvConfig:
         if level not in LOG_LEVELS:
             raise ConfigError(f"log_level {self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
         object.__setattr__(self, "log_level", level)
+
+    @property
+    def resolved_http_port(self) -> int:
+        """``http_port``, else ``port`` + 4 (0 with port 0: both free)."""
+        if self.http_port is not None:
+            return self.http_port
+        return 0 if self.port == 0 else self.port + 4
 
     @property
     def resolved_data_dir(self) -> Path:

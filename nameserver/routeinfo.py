@@ -72,6 +72,7 @@ class _Live:
     broker_id: int
     last_update_ms: int
     version: tuple[int, int]
+    http_addr: str | None = None
 
 
 class RouteInfoManager:
@@ -131,7 +132,9 @@ class RouteInfoManager:
             first = first or old_addr is None
             if broker_id == MASTER_ID and (first or prev is None or prev.version != version):
                 self._update_queues(name, req.topics)
-            self._broker_live[addr] = _Live(req.cluster, name, broker_id, now, version)
+            self._broker_live[addr] = _Live(
+                req.cluster, name, broker_id, now, version, req.http_addr
+            )
             master_addr = group.addrs.get(MASTER_ID)
         if first:
             log.info(
@@ -190,7 +193,7 @@ class RouteInfoManager:
         with self._lock.read():
             queues = sorted((self._topic_queue.get(topic) or {}).items())
             groups = [
-                (name, group.cluster, dict(group.addrs))
+                (name, group.cluster, dict(group.addrs), self._http_addrs(group.addrs))
                 for name, _ in queues
                 if (group := self._broker_addr.get(name)) is not None
             ]
@@ -208,7 +211,7 @@ class RouteInfoManager:
                 )
                 for name, q in queues
             ],
-            brokers=[_broker_data(name, cluster, addrs) for name, cluster, addrs in groups],
+            brokers=[_broker_data(*g) for g in groups],
             order_topic_conf=kv_lookup(ORDER_TOPIC_CONFIG, topic) if kv_lookup else None,
         )
 
@@ -216,7 +219,10 @@ class RouteInfoManager:
         """Every cluster with its broker names, every broker group, every live broker."""
         with self._lock.read():
             clusters = {c: sorted(names) for c, names in self._cluster_addr.items()}
-            groups = [(n, g.cluster, dict(g.addrs)) for n, g in self._broker_addr.items()]
+            groups = [
+                (n, g.cluster, dict(g.addrs), self._http_addrs(g.addrs))
+                for n, g in self._broker_addr.items()
+            ]
             live = list(self._broker_live.items())
         return ClusterInfo(
             clusters=dict(sorted(clusters.items())),
@@ -229,6 +235,7 @@ class RouteInfoManager:
                     addr=addr,
                     last_update_timestamp=info.last_update_ms,
                     data_version=DataVersion(timestamp=info.version[0], counter=info.version[1]),
+                    http_addr=info.http_addr,
                 )
                 for addr, info in sorted(
                     live, key=lambda item: (item[1].cluster, item[1].broker_name, item[1].broker_id)
@@ -248,6 +255,15 @@ class RouteInfoManager:
             return len(self._broker_live)
 
     # -- helpers (called with the write lock held) --------------------------------------------
+
+    def _http_addrs(self, addrs: dict[int, str]) -> dict[int, str]:
+        """The REST address of each broker id whose process told it (read lock held)."""
+        out = {}
+        for broker_id, addr in addrs.items():
+            live = self._broker_live.get(addr)
+            if live is not None and live.http_addr:
+                out[broker_id] = live.http_addr
+        return out
 
     def _update_queues(self, name: str, topics: dict[str, TopicQueueConfig]) -> None:
         for topic, cfg in topics.items():
@@ -285,7 +301,12 @@ class RouteInfoManager:
                 del self._cluster_addr[cluster]
 
 
-def _broker_data(name: str, cluster: str, addrs: dict[int, str]) -> BrokerData:
+def _broker_data(
+    name: str, cluster: str, addrs: dict[int, str], http_addrs: dict[int, str]
+) -> BrokerData:
     return BrokerData(
-        cluster=cluster, broker_name=name, addrs={str(i): a for i, a in sorted(addrs.items())}
+        cluster=cluster,
+        broker_name=name,
+        addrs={str(i): a for i, a in sorted(addrs.items())},
+        http_addrs={str(i): a for i, a in sorted(http_addrs.items())},
     )

@@ -70,6 +70,7 @@ class PullMessageProcessor:
         max_nums: int = 32,
         *,
         tags: frozenset[str] | None = None,
+        max_bytes: int | None = None,
     ) -> PullOutcome:
         """Up to ``max_nums`` messages from ``offset``; errors for offsets outside the queue."""
         self.check(topic, queue_id)
@@ -83,7 +84,7 @@ class PullMessageProcessor:
             offset,
             max_nums,
             tags_codes=codes,
-            max_bytes=self.config.max_pull_bytes,
+            max_bytes=min(max_bytes or self.config.max_pull_bytes, self.config.max_pull_bytes),
         )
         lo, hi = res.min_offset, res.max_offset
         st = res.status

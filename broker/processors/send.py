@@ -180,12 +180,19 @@ class SendMessageProcessor:
             )
         return cfg, queue_id
 
-    def _check_body(self, body: bytes) -> None:
+    def check_body(self, body: bytes) -> None:
         if not body:
             raise MessageIllegalError("message body is empty")
         limit = self.store.config.max_message_size
         if len(body) > limit:
             raise MessageTooLargeError(len(body), limit)
+
+    def check_inflates(self, body: bytes, sys_flag: int) -> None:
+        """A compressed body must inflate, or readers would fail later."""
+        try:
+            decompress(body, sys_flag, limit=self.store.config.max_message_size * 64)
+        except ValueError as exc:
+            raise MessageIllegalError(f"compressed body: {exc}") from None
 
     # -- single messages ---------------------------------------------------------------
 
@@ -203,7 +210,7 @@ class SendMessageProcessor:
                 body = (req.body or "").encode("utf-8")
             except UnicodeEncodeError:  # JSON may carry lone surrogates ("\ud800")
                 raise MessageIllegalError("body is not valid Unicode text") from None
-        self._check_body(body)
+        self.check_body(body)
         props = dict(req.properties)
         for key in req.keys:
             validate_key(key)
@@ -351,7 +358,7 @@ class SendMessageProcessor:
             sys_flag = 0
             if compression is not None:
                 sys_flag = SysFlag.COMPRESSED | compression.flag
-                _check_inflates(body, sys_flag, self.store.config.max_message_size)
+                self.check_inflates(body, sys_flag)
             raw_props = decoded.properties[0]
             routed = self.route_single(
                 topic,
@@ -432,10 +439,3 @@ class SendMessageProcessor:
             # would dead-letter one retry early
             retry_rule=False,
         )
-
-
-def _check_inflates(body: bytes, sys_flag: int, max_size: int) -> None:
-    try:
-        decompress(body, sys_flag, limit=max_size * 64)
-    except ValueError as exc:
-        raise MessageIllegalError(f"compressed body: {exc}") from None

@@ -146,7 +146,8 @@ def _scan_batch(
         if end - pos < ENTRY_OVERHEAD:
             return 1, n, nkeys, False
         total = get_i32(buf, pos)
-        if get_u32(buf, pos + 4) != MESSAGE_MAGIC:
+        magic = get_u32(buf, pos + 4)
+        if magic not in (MESSAGE_MAGIC, 0):  # 0: a RocketMQ client's (no CRC either)
             return 2, n, nkeys, False
         if total < ENTRY_OVERHEAD or total > end - pos:
             return 3, n, nkeys, False
@@ -162,7 +163,7 @@ def _scan_batch(
         if props_len & 0x8000 or body_end + 2 + props_len != pos + total:
             return 7, n, nkeys, False
         crc = crc32(t, buf, pos + ENTRY_HEAD, body_end, 0) & 0x7FFFFFFF
-        if crc != get_i32(buf, pos + 8):
+        if magic != 0 and crc != get_i32(buf, pos + 8):
             return 8, n, nkeys, False
         starts[n] = pos
         body_lens[n] = body_len

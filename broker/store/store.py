@@ -705,6 +705,14 @@ class MessageStore:
             return None
         return msg if msg.commit_log_offset == commit_log_offset else None
 
+    def read_record(self, commit_log_offset: int) -> bytes | None:
+        """The stored record at a physical offset, byte for byte, or None if there is
+        no whole, valid record there."""
+        msg = self.look_message_by_offset(commit_log_offset, decompress=False)
+        if msg is None:
+            return None
+        return self.commit_log.read(commit_log_offset, msg.store_size)
+
     def get_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
         """STORETIMESTAMP of the message at a logical offset, -1 if there is none."""
         cq = self.consume_queue(topic, queue_id)

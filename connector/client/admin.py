@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from connector.client.namesrv import NameServerClient, parse_namesrv
+from connector.client.rpc import Rpc
 from connector.client.transport import ClientTransport, path
 from connector.errors import PyMQError, TopicNotExistError
 from connector.protocol.msgid import decode_offset_msg_id
@@ -22,8 +23,11 @@ __all__ = ["Admin"]
 
 class Admin:
     def __init__(self, *, namesrv: str | Sequence[str] | None = None, timeout_ms: int = 5000):
+        # the NameServer over remoting; brokers' admin calls over their REST API, whose
+        # address every route and cluster listing carries
+        self.rpc = Rpc()
+        self.namesrv = NameServerClient(parse_namesrv(namesrv), self.rpc)
         self.transport = ClientTransport()
-        self.namesrv = NameServerClient(parse_namesrv(namesrv), self.transport)
         self.timeout_s = timeout_ms / 1000
 
     def __enter__(self) -> Admin:
@@ -34,6 +38,7 @@ class Admin:
 
     def close(self) -> None:
         self.transport.close()
+        self.rpc.close()
 
     def _call(self, addr: str, method: str, target: str, payload: Any = None) -> Any:
         return self.transport.call(addr, method, target, payload, timeout_s=self.timeout_s)
@@ -50,13 +55,23 @@ class Admin:
         if cluster and not names:
             raise PyMQError(f"cluster {cluster} has no live broker")
         return {
-            b.broker_name: b.addrs["0"]
+            b.broker_name: _host_port(b.http_addrs["0"])
             for b in info.brokers
-            if "0" in b.addrs and (names is None or b.broker_name in names)
+            if "0" in b.http_addrs and (names is None or b.broker_name in names)
         }
 
+    def _http_of(self, addr: str) -> str:
+        """The REST host:port of the broker whose remoting address is ``addr`` (the
+        address itself when no broker has it: it may be a REST address already)."""
+        for b in self.namesrv.cluster_info().brokers:
+            for broker_id, remoting in b.addrs.items():
+                if remoting == addr and broker_id in b.http_addrs:
+                    return _host_port(b.http_addrs[broker_id])
+        return addr
+
     def broker_status(self, addr: str) -> dict[str, Any]:
-        out: dict[str, Any] = self._call(addr, "GET", "/health")
+        """``/health`` of the broker at ``addr`` (its remoting or REST address)."""
+        out: dict[str, Any] = self._call(self._http_of(addr), "GET", "/health")
         return out
 
     # -- topics ------------------------------------------------------------------------
@@ -95,9 +110,9 @@ class Admin:
         route = self.topic_route(topic)
         holders = {q.broker_name for q in route.queues}
         return {
-            b.broker_name: b.addrs["0"]
+            b.broker_name: _host_port(b.http_addrs["0"])
             for b in route.brokers
-            if b.broker_name in holders and "0" in b.addrs
+            if b.broker_name in holders and "0" in b.http_addrs
         }
 
     def delete_topic(self, topic: str) -> list[str]:
@@ -121,7 +136,9 @@ class Admin:
     def get_message(self, offset_msg_id: str) -> dict[str, Any]:
         """The message an offset msgId names, asked of the broker the id names."""
         host, _ = decode_offset_msg_id(offset_msg_id)
-        out: dict[str, Any] = self._call(host, "GET", path("messages", offset_msg_id))
+        out: dict[str, Any] = self._call(
+            self._http_of(host), "GET", path("messages", offset_msg_id)
+        )
         return out
 
     def query_message(self, topic: str, key: str, max_num: int = 32) -> list[dict[str, Any]]:
@@ -171,3 +188,8 @@ class Admin:
                 )
                 rows.append({"broker_name": name, "queue_id": qid, "offset": offset})
         return rows
+
+
+def _host_port(url: str) -> str:
+    """``http://h:p`` -> ``h:p``."""
+    return url.split("://", 1)[-1].rstrip("/")

@@ -14,25 +14,26 @@ from collections.abc import Sequence
 
 from connector.client.namesrv import NameServerClient, parse_namesrv
 from connector.client.results import PullResult
-from connector.client.transport import ClientTransport, path
-from connector.errors import InvalidOffsetError, PyMQError, TopicNotExistError
+from connector.client.rpc import Rpc
+from connector.errors import NotFoundError, PyMQError, TopicNotExistError
 from connector.protocol.hashing import parse_tags
 from connector.protocol.message import MessageQueue
 from connector.protocol.names import validate_group, validate_topic
+from connector.protocol.remoting import RequestCode, ResponseCode
 from connector.protocol.route import TopicRouteData
 from connector.protocol.status import PullStatus
-from connector.protocol.wire import (
-    H_MAX_OFFSET,
-    H_MIN_OFFSET,
-    H_NEXT_BEGIN_OFFSET,
-    H_STATUS,
-    RECORDS_CONTENT_TYPE,
-)
 
 __all__ = ["PullConsumer"]
 
 PERM_READ = 4
-_RECORDS = {"accept": RECORDS_CONTENT_TYPE}
+_FLAG_SUSPEND = 0x2  # PullSysFlag: long-poll when nothing is new
+_FLAG_SUBSCRIPTION = 0x4  # the request carries its subscription (tags)
+_PULL_STATUS = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
 
 
 class PullConsumer:
@@ -46,8 +47,8 @@ class PullConsumer:
         timeout_ms: int = 3000,
     ) -> None:
         self.group = validate_group(group)
-        self.transport = ClientTransport()
-        self.namesrv = NameServerClient(parse_namesrv(namesrv), self.transport)
+        self.rpc = Rpc()
+        self.namesrv = NameServerClient(parse_namesrv(namesrv), self.rpc)
         self.timeout_ms = timeout_ms
         self._routes: dict[str, TopicRouteData] = {}
         self._lock = threading.Lock()
@@ -59,7 +60,7 @@ class PullConsumer:
         self.shutdown()
 
     def shutdown(self) -> None:
-        self.transport.close()
+        self.rpc.close()
 
     # -- routes ------------------------------------------------------------------------
 
@@ -93,16 +94,6 @@ class PullConsumer:
                 if broker.broker_name == mq.broker_name and broker.addrs.get("0"):
                     return broker.addrs["0"]
         raise TopicNotExistError(f"broker {mq.broker_name} serves no queue of {mq.topic}")
-
-    def _call(self, mq: MessageQueue, method: str, target: str, payload: object = None) -> object:
-        try:
-            return self.transport.call(
-                self._addr(mq), method, target, payload, timeout_s=self.timeout_ms / 1000
-            )
-        except PyMQError as exc:
-            if exc.retriable or exc.invalid_metadata:
-                self._route(mq.topic, refresh=True)  # the broker may have moved
-            raise
 
     # -- reads -------------------------------------------------------------------------
 
@@ -147,72 +138,80 @@ class PullConsumer:
         The broker filters by tag hash only; records whose tag merely shares
         a hash are still there, for the caller to drop (``pull`` does).
         """
-        query = {"offset": offset, "max": max_nums, "tags": tags, "wait_ms": wait_ms or None}
-        target = path("topics", mq.topic, "queues", mq.queue_id, "messages", query=query)
+        ext = {
+            "consumerGroup": self.group,
+            "topic": mq.topic,
+            "queueId": str(mq.queue_id),
+            "queueOffset": str(offset),
+            "maxMsgNums": str(max_nums),
+            "sysFlag": str(_FLAG_SUBSCRIPTION | (_FLAG_SUSPEND if wait_ms > 0 else 0)),
+            "commitOffset": "0",
+            "suspendTimeoutMillis": str(max(wait_ms, 0)),
+            "subscription": tags or "*",
+            "subVersion": "0",
+            "expressionType": "TAG",
+        }
         addr = self._addr(mq)
-        timeout_s = (self.timeout_ms + wait_ms) / 1000
+        timeout_s = (self.timeout_ms + max(wait_ms, 0)) / 1000
         try:
-            resp = self.transport.request(addr, "GET", target, None, _RECORDS, timeout_s=timeout_s)
-        except InvalidOffsetError as exc:
-            f = exc.fields
-            return PullResult(
-                PullStatus.OFFSET_ILLEGAL,
-                int(f.get("next_begin_offset", 0)),
-                int(f.get("min_offset", 0)),
-                int(f.get("max_offset", 0)),
+            resp = self.rpc.call(
+                addr, RequestCode.PULL_MESSAGE, ext, timeout_s=timeout_s, ok=_PULL_STATUS
             )
         except PyMQError as exc:
             if exc.retriable or exc.invalid_metadata:
                 self._route(mq.topic, refresh=True)
             raise
-        h = resp.headers
+        r = resp.ext
         return PullResult(
-            PullStatus(h[H_STATUS]),
-            int(h[H_NEXT_BEGIN_OFFSET]),
-            int(h[H_MIN_OFFSET]),
-            int(h[H_MAX_OFFSET]),
-            records=resp.body,
+            _PULL_STATUS[ResponseCode(resp.code)],
+            int(r["nextBeginOffset"]),
+            int(r["minOffset"]),
+            int(r["maxOffset"]),
+            records=bytes(resp.body),
         )
 
+    def _queue_call(self, mq: MessageQueue, code: int, **ext: str) -> dict[str, str]:
+        fields = {"topic": mq.topic, "queueId": str(mq.queue_id), **ext}
+        try:
+            return self.rpc.call(self._addr(mq), code, fields, timeout_s=self.timeout_ms / 1000).ext
+        except PyMQError as exc:
+            if exc.retriable or exc.invalid_metadata:
+                self._route(mq.topic, refresh=True)  # the broker may have moved
+            raise
+
     def min_offset(self, mq: MessageQueue) -> int:
-        raw = self._call(mq, "GET", path("topics", mq.topic, "queues", mq.queue_id, "offsets"))
-        assert isinstance(raw, dict)
-        return int(raw["min_offset"])
+        return int(self._queue_call(mq, RequestCode.GET_MIN_OFFSET)["offset"])
 
     def max_offset(self, mq: MessageQueue) -> int:
-        raw = self._call(mq, "GET", path("topics", mq.topic, "queues", mq.queue_id, "offsets"))
-        assert isinstance(raw, dict)
-        return int(raw["max_offset"])
+        return int(self._queue_call(mq, RequestCode.GET_MAX_OFFSET)["offset"])
 
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The first offset stored at or after ``timestamp_ms``."""
-        target = path(
-            "topics",
-            mq.topic,
-            "queues",
-            mq.queue_id,
-            "offset-by-time",
-            query={"timestamp": timestamp_ms},
+        ext = self._queue_call(
+            mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp=str(timestamp_ms)
         )
-        raw = self._call(mq, "GET", target)
-        assert isinstance(raw, dict)
-        return int(raw["offset"])
+        return int(ext["offset"])
 
     # -- group offsets -----------------------------------------------------------------
 
     def commit_offset(self, mq: MessageQueue, offset: int) -> None:
         """Store the group's position in ``mq`` on its broker."""
-        target = path("consumers", self.group, "offsets", mq.topic, mq.queue_id)
-        self._call(mq, "PUT", target, {"offset": offset})
+        self._queue_call(
+            mq,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            consumerGroup=self.group,
+            commitOffset=str(offset),
+        )
 
     def fetch_offset(self, mq: MessageQueue) -> int:
         """The group's committed position in ``mq``, or -1 if it never committed."""
-        target = path("consumers", self.group, "offsets", mq.topic, mq.queue_id)
         try:
-            raw = self._call(mq, "GET", target)
-        except PyMQError as exc:
-            if exc.code == "OFFSET_NOT_EXIST":
-                return -1
-            raise
-        assert isinstance(raw, dict)
-        return int(raw["offset"])
+            ext = self._queue_call(
+                mq,
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                consumerGroup=self.group,
+                setZeroIfNotFound="false",
+            )
+        except NotFoundError:
+            return -1
+        return int(ext["offset"])

@@ -11,9 +11,15 @@ import logging
 import threading
 from collections.abc import Sequence
 
-from connector.client.transport import ClientTransport, path
+from connector.client.rpc import Rpc
 from connector.errors import ConfigError, RemotingError, TopicNotExistError
-from connector.protocol.route import ClusterInfo, TopicRouteData
+from connector.protocol.remoting import RequestCode
+from connector.protocol.route import (
+    ClusterInfo,
+    TopicRouteData,
+    cluster_from_remoting,
+    route_from_remoting,
+)
 
 __all__ = ["NameServerClient", "parse_namesrv"]
 
@@ -36,16 +42,14 @@ def parse_namesrv(namesrv: str | Sequence[str] | None) -> list[str]:
 
 
 class NameServerClient:
-    def __init__(
-        self, addrs: list[str], transport: ClientTransport, *, timeout_ms: int = 3000
-    ) -> None:
+    def __init__(self, addrs: list[str], rpc: Rpc, *, timeout_ms: int = 3000) -> None:
         self.addrs = addrs
-        self.transport = transport
+        self.rpc = rpc
         self.timeout_s = timeout_ms / 1000
         self._current = 0
         self._lock = threading.Lock()
 
-    def _call(self, target: str) -> object:
+    def _call(self, code: int, ext: dict[str, str] | None = None) -> object:
         with self._lock:
             start = self._current
         last: RemotingError | None = None
@@ -53,7 +57,7 @@ class NameServerClient:
             k = (start + i) % len(self.addrs)
             addr = self.addrs[k]
             try:
-                out = self.transport.call(addr, "GET", target, timeout_s=self.timeout_s)
+                out = self.rpc.call_json(addr, code, ext, timeout_s=self.timeout_s)
             except RemotingError as exc:
                 log.debug("NameServer %s failed: %s", addr, exc)
                 last = exc
@@ -68,15 +72,23 @@ class NameServerClient:
     def topic_route(self, topic: str) -> TopicRouteData | None:
         """The topic's route, or None if no broker serves it."""
         try:
-            raw = self._call(path("routes", topic))
+            raw = self._call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
         except TopicNotExistError:
             return None
-        return TopicRouteData.model_validate(raw)
+        try:
+            assert isinstance(raw, dict)
+            return route_from_remoting(topic, raw)
+        except (AssertionError, KeyError, ValueError, TypeError) as exc:
+            raise RemotingError(
+                f"the route of {topic} is not RocketMQ's TopicRouteData: {exc}"
+            ) from None
 
     def cluster_info(self) -> ClusterInfo:
-        return ClusterInfo.model_validate(self._call("/clusters"))
+        raw = self._call(RequestCode.GET_BROKER_CLUSTER_INFO)
+        assert isinstance(raw, dict)
+        return cluster_from_remoting(raw)
 
     def topic_list(self) -> list[str]:
-        raw = self._call("/topics")
+        raw = self._call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
         assert isinstance(raw, dict)
-        return [str(t) for t in raw.get("topics", [])]
+        return [str(t) for t in raw.get("topicList", [])]

@@ -20,12 +20,16 @@ sends are gathered into batch requests (see ``connector.client.accumulator``).
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
+
+import orjson
 
 from connector.client.accumulator import (
     BatchKey,
@@ -43,7 +47,7 @@ from connector.client.latency import (
 from connector.client.namesrv import NameServerClient, parse_namesrv
 from connector.client.publish_info import TopicPublishInfo
 from connector.client.results import SendContext, SendMessageHook, SendResult
-from connector.client.transport import ClientTransport, decode_send_json, path
+from connector.client.rpc import Rpc
 from connector.errors import (
     BrokerBusyError,
     ConfigError,
@@ -55,19 +59,27 @@ from connector.errors import (
 )
 from connector.protocol.batch import PreparedBatch, encode_batch
 from connector.protocol.compression import CompressionType, compress
-from connector.protocol.message import Message, MessageQueue
+from connector.protocol.message import Message, MessageQueue, SysFlag
 from connector.protocol.msgid import IdBlock, UniqKeyGenerator, offset_msg_ids
 from connector.protocol.names import DEFAULT_TOPIC, validate_group, validate_topic
 from connector.protocol.properties import PropertyKeys, encode_properties
 from connector.protocol.record import record_size
+from connector.protocol.remoting import SEND_V2_LETTERS as V2
+from connector.protocol.remoting import RequestCode, ResponseCode
 from connector.protocol.status import SendStatus
-from connector.protocol.wire import BATCH_CONTENT_TYPE, batch_offsets
+from connector.protocol.wire import batch_offsets
 
 __all__ = ["Producer"]
 
 log = logging.getLogger(__name__)
 MiB = 1 << 20
-_OCTET = {"content-type": BATCH_CONTENT_TYPE}
+# answers that mean "stored" (the producer's SendStatus)
+_STORED = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
 
 
 class _Encoded:
@@ -161,14 +173,15 @@ class Producer:
             latency_max_ms=tuple(latency_max_ms),
             not_available_duration_ms=tuple(not_available_duration_ms),
         )
-        self.transport = ClientTransport()
-        self.namesrv = NameServerClient(self.namesrv_addrs, self.transport)
+        self.rpc = Rpc()
+        self.namesrv = NameServerClient(self.namesrv_addrs, self.rpc)
+        self.client_id = f"{socket.gethostname()}@{os.getpid()}@{id(self):x}"
         self._uniq = UniqKeyGenerator()
         self._hooks: list[SendMessageHook] = []
         self._routes: dict[str, TopicPublishInfo] = {}
         self._routes_lock = threading.Lock()
         self._local = threading.local()  # per thread: the batch encoding scratch
-        self._targets: dict[tuple[str, int, CompressionType | None], str] = {}
+        self._headers: dict[tuple[str, int, CompressionType | None], dict[str, str]] = {}
         self._async_slots = threading.BoundedSemaphore(client_async_semaphore_value)
         self._async_workers = async_workers
         self._executor: ThreadPoolExecutor | None = None
@@ -217,7 +230,19 @@ class Producer:
             executor.shutdown(wait=True)
         if self._background is not None:
             self._background.join(10)
-        self.transport.close()
+        self._unregister()
+        self.rpc.close()
+
+    def _unregister(self) -> None:
+        """UNREGISTER_CLIENT to every broker this producer talked to (oneway)."""
+        ext = {"clientID": self.client_id, "producerGroup": self.group}
+        for conn in self.rpc.client.connections():
+            if conn.addr in self.namesrv_addrs:
+                continue
+            try:
+                self.rpc.oneway(conn.addr, RequestCode.UNREGISTER_CLIENT, ext)
+            except PyMQError as exc:
+                log.debug("unregistering from %s failed: %s", conn.addr, exc)
 
     def __enter__(self) -> Producer:
         return self.start()
@@ -254,11 +279,22 @@ class Producer:
                 continue
             t0 = time.monotonic()
             try:
-                self.transport.call(addr, "GET", "/health", timeout_s=1.0)
+                self._heartbeat(addr, timeout_s=1.0)
             except PyMQError:
                 self.fault_strategy.probe_result(broker_name, False, 0.0)
             else:
                 self.fault_strategy.probe_result(broker_name, True, (time.monotonic() - t0) * 1000)
+
+    def _heartbeat(self, addr: str, *, timeout_s: float) -> None:
+        """HEART_BEAT: this producer's group, so the broker knows it (and a probe)."""
+        body = orjson.dumps(
+            {
+                "clientID": self.client_id,
+                "producerDataSet": [{"groupName": self.group}],
+                "consumerDataSet": [],
+            }
+        )
+        self.rpc.call(addr, RequestCode.HEART_BEAT, None, body, timeout_s=timeout_s)
 
     def _broker_addr(self, broker_name: str) -> str | None:
         for info in list(self._routes.values()):
@@ -687,42 +723,51 @@ class Producer:
     ) -> SendResult:
         compression = encoded.compression
         key = (mq.topic, mq.queue_id, compression)
-        target = self._targets.get(key)
-        if target is None:  # percent-encoding a path costs more than it looks: once per queue
-            target = path(
-                "topics",
-                mq.topic,
-                "messages",
-                "batch",
-                query={
-                    "queue_id": mq.queue_id,
-                    "compressed": compression.name.lower() if compression else None,
-                },
-            )
-            if len(self._targets) < 65_536:
-                self._targets[key] = target
-        resp = self.transport.request(
-            addr, "POST", target, encoded.data, _OCTET, timeout_s=timeout_ms / 1000
-        )
-        raw: dict[str, Any] = decode_send_json(addr, resp)
-        status = SendStatus(raw["status"])
-        queue = MessageQueue(mq.topic, mq.broker_name, int(raw["queue_id"]))
-        host = str(raw["store_host"])
-        runs, sizes = raw["offset_runs"], encoded.sizes
-        if len(sizes) == 1:  # a single message: its ids now, it is cheap
-            offset_id = f"{host}{batch_offsets(runs, sizes)[0]:016X}"
+        ext = self._headers.get(key)
+        if ext is None:  # the fields that depend on the queue only, made once per queue
+            sys_flag = SysFlag.COMPRESSED | compression.flag if compression else 0
+            ext = {
+                V2["producerGroup"]: self.group,
+                V2["topic"]: mq.topic,
+                V2["defaultTopic"]: DEFAULT_TOPIC,
+                V2["defaultTopicQueueNums"]: str(self.default_topic_queue_nums),
+                V2["queueId"]: str(mq.queue_id),
+                V2["sysFlag"]: str(sys_flag),
+                V2["flag"]: "0",
+                V2["properties"]: "",
+                V2["reconsumeTimes"]: "0",
+                V2["unitMode"]: "false",
+                V2["batch"]: "true",
+                V2["brokerName"]: mq.broker_name,
+                "offsetRuns": "true",
+            }
+            if len(self._headers) < 65_536:
+                self._headers[key] = ext
+        ext = dict(ext)
+        ext[V2["bornTimestamp"]] = str(int(time.time() * 1000))
+        resp = self.rpc.call(
+            addr, RequestCode.SEND_BATCH_MESSAGE, ext, encoded.data,
+            timeout_s=timeout_ms / 1000, ok=_STORED,
+        )  # fmt: skip
+        status = _STORED[ResponseCode(resp.code)]
+        r = resp.ext
+        queue = MessageQueue(mq.topic, mq.broker_name, int(r["queueId"]))
+        queue_offset = int(r["queueOffset"])
+        sizes = encoded.sizes
+        if "offsetRuns" not in r:  # one message (or a server that answers as RocketMQ)
+            given = tuple(r["msgId"].split(","))
             ids = tuple(encoded.msg_ids)
-            return SendResult(
-                status, ids[0], offset_id, queue, int(raw["queue_offset"]), ids, (offset_id,)
-            )
-        # a batch: its offset msgIds (~0.3 us each) are made when first read
+            return SendResult(status, ids[0], given[0], queue, queue_offset, ids, given)
+        host = r["storeHost"]
+        runs = [
+            [int(i), int(o)] for i, _, o in (p.partition(":") for p in r["offsetRuns"].split(";"))
+        ]
 
+        # a batch: its offset msgIds (~0.3 us each) are made when first read
         def offset_ids() -> tuple[str, ...]:
             return offset_msg_ids(host, batch_offsets(runs, sizes))
 
-        return SendResult.of_batch(
-            status, queue, int(raw["queue_offset"]), encoded.msg_ids, offset_ids
-        )
+        return SendResult.of_batch(status, queue, queue_offset, encoded.msg_ids, offset_ids)
 
     def _hooks_before(self, ctx: SendContext) -> None:
         for hook in self._hooks:

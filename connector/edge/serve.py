@@ -25,6 +25,7 @@ from connector.errors import ConfigError
 
 if TYPE_CHECKING:
     from connector.edge.direct import DirectRouter
+    from connector.edge.remoting import RemotingServer
 
 __all__ = ["ServerSpec", "bind_socket", "serve"]
 
@@ -91,10 +92,12 @@ class _Server(uvicorn.Server):
         config: uvicorn.Config,
         on_ready: Callable[[], None],
         on_exit: Callable[[], None] | None,
+        remoting: tuple[RemotingServer, socket.socket] | None,
     ) -> None:
         super().__init__(config)
         self._on_ready = on_ready
         self._on_exit = on_exit
+        self._remoting = remoting
 
     def handle_exit(self, sig: int, frame: types.FrameType | None) -> None:
         if self._on_exit is not None and not self.should_exit:
@@ -107,21 +110,41 @@ class _Server(uvicorn.Server):
             captured.clear()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
+        await super().startup(sockets)  # runs the app's lifespan startup first
+        if self.started and self._remoting is not None:
+            server, sock = self._remoting
+            try:
+                await server.start(sock)
+            except OSError as exc:
+                log.error("the remoting listener failed to start: %s", exc)
+                self.should_exit = True
+                self.started = False
+                return
         if self.started:
             self._on_ready()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # remoting requests in flight are answered before the app's lifespan shutdown
+        # (where the broker unregisters and flushes) runs
+        if self._remoting is not None:
+            await self._remoting[0].stop()
+        await super().shutdown(sockets)
 
 
 def serve(
     app: Any,
     sock: socket.socket,
     *,
-    ready_line: Callable[[int], str],
+    ready_line: str,
     log_level: str = "warning",
     on_exit: Callable[[], None] | None = None,
     direct: DirectRouter | None = None,
+    remoting: tuple[RemotingServer, socket.socket] | None = None,
 ) -> int:
-    """Run until SIGTERM/SIGINT; print ``ready_line(port)`` once, when accepting.
+    """Run until SIGTERM/SIGINT; print ``ready_line`` once, when both listeners accept.
+
+    ``sock`` is the HTTP listener; ``remoting`` the remoting server and its listener,
+    started once the app's lifespan startup is done and stopped before its shutdown.
 
     ``on_exit`` runs when the signal arrives (e.g. to answer held long polls
     so the graceful shutdown does not wait for them). ``direct`` claims hot
@@ -130,9 +153,9 @@ def serve(
     """
 
     def ready() -> None:
-        print(ready_line(sock.getsockname()[1]), flush=True)
+        print(ready_line, flush=True)
 
-    server = _Server(_uvicorn_config(app, log_level, direct), ready, on_exit)
+    server = _Server(_uvicorn_config(app, log_level, direct), ready, on_exit, remoting)
     config = server.config
     runner: Callable[[Any], Any] = asyncio.run
     if config.loop == "uvloop":  # optional dependency, present with uvicorn[standard]

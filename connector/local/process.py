@@ -23,7 +23,7 @@ from connector.errors import PyMQError
 
 __all__ = ["ServerProcess", "ServerStartError"]
 
-_READY = re.compile(r"ready at http://(\S+?):(\d+)")
+_READY = re.compile(r"ready: remoting (\S+?):(\d+), http http://(\S+?):(\d+)")
 
 
 class ServerStartError(PyMQError):
@@ -45,7 +45,8 @@ class ServerProcess:
         self.log_path = log_path
         self.env = dict(os.environ if env is None else env)
         self.name = name or role
-        self.addr = ""
+        self.addr = ""  # remoting host:port
+        self.http_addr = ""  # the REST API's host:port
         self.ready_line = ""
         self.proc: subprocess.Popen[str] | None = None
         self._log: IO[str] | None = None
@@ -97,6 +98,7 @@ class ServerProcess:
                 if m:
                     self.ready_line = line.strip()
                     self.addr = f"{m.group(1)}:{m.group(2)}"
+                    self.http_addr = f"{m.group(3)}:{m.group(4)}"
                     self._ready.set()
                     continue
             if self._log is not None and not self._log.closed:

@@ -1,7 +1,9 @@
 """Batch encoding: many messages of one topic in one request body.
 
 Each message is RocketMQ's ``MessageDecoder.encodeMessage`` layout, with the
-magic and body CRC filled in so a broker can reject a damaged batch whole:
+magic and body CRC filled in so a broker can reject a damaged batch whole
+(RocketMQ's own clients leave both zero: such an entry is taken, its CRC
+computed, not checked):
 
     TOTALSIZE i32 | MAGICCODE i32 (0xdaa320a7) | BODYCRC i32 | FLAG i32
     | BODYLEN i32 | body | PROPLEN i16 | properties
@@ -109,7 +111,7 @@ def decode_batch(
         if end - pos < BATCH_ENTRY_OVERHEAD:
             raise MessageIllegalError(f"batch truncated inside entry {index}")
         total, magic, crc, flag, body_len = unpack_head(buf, pos)
-        if magic != MESSAGE_MAGIC_CODE:
+        if magic not in (MESSAGE_MAGIC_CODE, 0):
             raise MessageIllegalError(f"batch entry {index} has a bad magic code {magic:#x}")
         if total < BATCH_ENTRY_OVERHEAD or total > end - pos:
             raise MessageIllegalError(f"batch entry {index} claims {total} bytes, {end - pos} left")
@@ -124,7 +126,10 @@ def decode_batch(
         if props_len < 0 or body_end + _PROPLEN.size + props_len != pos + total:
             raise MessageIllegalError(f"batch entry {index}: lengths do not add up")
         body = bytes(buf[pos + _HEAD.size : body_end])
-        if zlib.crc32(body) & 0x7FFFFFFF != crc:
+        actual = zlib.crc32(body) & 0x7FFFFFFF
+        if magic == 0:  # RocketMQ's clients leave magic and CRC zero (MessageDecoder)
+            crc = actual
+        elif actual != crc:
             raise MessageIllegalError(f"batch entry {index}: body CRC mismatch")
         raw_props = bytes(buf[body_end + _PROPLEN.size : pos + total])
         if not properties_well_formed(raw_props):

@@ -78,7 +78,7 @@ class _BrokerIdentity(_Model):
     cluster: str = Field(pattern=_NAME_PATTERN)
     broker_name: str = Field(pattern=_NAME_PATTERN)
     broker_id: int = Field(ge=0, description="0 is the master, >0 a slave")
-    broker_addr: str = Field(description="host:port of the broker's HTTP service")
+    broker_addr: str = Field(description="host:port of the broker's remoting service")
 
     @field_validator("broker_addr")
     @classmethod
@@ -95,6 +95,7 @@ class RegisterBrokerRequest(_BrokerIdentity):
 
     data_version: DataVersion
     topics: dict[str, TopicQueueConfig] = Field(default_factory=dict)
+    http_addr: str | None = Field(default=None, description="http://host:port of its REST API")
 
     @field_validator("topics")
     @classmethod
@@ -126,11 +127,13 @@ class QueueData(_Model):
 
 
 class BrokerData(_Model):
-    """A broker group: ``addrs`` maps broker id (as a string, ``"0"`` = master) to host:port."""
+    """A broker group: ``addrs`` maps broker id (as a string, ``"0"`` = master) to the
+    remoting host:port, ``http_addrs`` the same ids to each REST API's base URL."""
 
     cluster: str
     broker_name: str
     addrs: dict[str, str] = Field(default_factory=dict)
+    http_addrs: dict[str, str] = Field(default_factory=dict)
 
     def master_addr(self) -> str | None:
         """The master's address, or None while the group has no live master."""
@@ -155,6 +158,7 @@ class LiveBroker(_Model):
     addr: str
     last_update_timestamp: int = Field(description="ms since the epoch of the last heartbeat")
     data_version: DataVersion
+    http_addr: str | None = None
 
 
 class ClusterInfo(_Model):
@@ -177,3 +181,90 @@ class KvEntry(_Model):
 
 class KvValue(_Model):
     value: str
+
+
+# -- RocketMQ's JSON (remoting bodies): camelCase, RocketMQ's field names -----------------
+
+
+def route_to_remoting(route: TopicRouteData) -> dict[str, object]:
+    """GET_ROUTEINFO_BY_TOPIC's body: RocketMQ's TopicRouteData, plus each broker's
+    ``httpAddrs`` (which RocketMQ clients ignore)."""
+    return {
+        "orderTopicConf": route.order_topic_conf,
+        "queueDatas": [
+            {
+                "brokerName": q.broker_name,
+                "readQueueNums": q.read_queue_nums,
+                "writeQueueNums": q.write_queue_nums,
+                "perm": q.perm,
+                "topicSysFlag": q.topic_sys_flag,
+                "topicSynFlag": q.topic_sys_flag,
+            }
+            for q in route.queues
+        ],
+        "brokerDatas": [_broker_to_remoting(b) for b in route.brokers],
+        "filterServerTable": {},
+    }
+
+
+def _broker_to_remoting(b: BrokerData) -> dict[str, object]:
+    return {
+        "cluster": b.cluster,
+        "brokerName": b.broker_name,
+        "brokerAddrs": b.addrs,
+        "httpAddrs": b.http_addrs,
+    }
+
+
+def _broker_from_remoting(raw: dict[str, object]) -> BrokerData:
+    return BrokerData(
+        cluster=str(raw.get("cluster", "")),
+        broker_name=str(raw["brokerName"]),
+        addrs={str(k): str(v) for k, v in dict(raw.get("brokerAddrs") or {}).items()},  # type: ignore[call-overload]
+        http_addrs={str(k): str(v) for k, v in dict(raw.get("httpAddrs") or {}).items()},  # type: ignore[call-overload]
+    )
+
+
+def route_from_remoting(topic: str, raw: dict[str, object]) -> TopicRouteData:
+    """The inverse of ``route_to_remoting`` (KeyError / ValueError when it is not one)."""
+    queues = [
+        QueueData(
+            broker_name=str(q["brokerName"]),
+            read_queue_nums=int(q["readQueueNums"]),
+            write_queue_nums=int(q["writeQueueNums"]),
+            perm=int(q["perm"]),
+            topic_sys_flag=int(q.get("topicSysFlag", 0)),
+        )
+        for q in raw.get("queueDatas") or []  # type: ignore[attr-defined]
+    ]
+    brokers = [_broker_from_remoting(b) for b in raw.get("brokerDatas") or []]  # type: ignore[attr-defined]
+    conf = raw.get("orderTopicConf")
+    return TopicRouteData(
+        topic=topic,
+        queues=queues,
+        brokers=brokers,
+        order_topic_conf=None if conf is None else str(conf),
+    )
+
+
+def cluster_to_remoting(info: ClusterInfo) -> dict[str, object]:
+    """GET_BROKER_CLUSTER_INFO's body: RocketMQ's ClusterInfo, plus ``liveBrokers``."""
+    return {
+        "brokerAddrTable": {b.broker_name: _broker_to_remoting(b) for b in info.brokers},
+        "clusterAddrTable": info.clusters,
+        "liveBrokers": [lb.model_dump(mode="json") for lb in info.live],
+    }
+
+
+def cluster_from_remoting(raw: dict[str, object]) -> ClusterInfo:
+    table = raw.get("brokerAddrTable") or {}
+    assert isinstance(table, dict)
+    clusters = raw.get("clusterAddrTable") or {}
+    assert isinstance(clusters, dict)
+    return ClusterInfo(
+        clusters={str(c): sorted(str(n) for n in names) for c, names in clusters.items()},
+        brokers=sorted(
+            (_broker_from_remoting(b) for b in table.values()), key=lambda b: b.broker_name
+        ),
+        live=[LiveBroker.model_validate(x) for x in raw.get("liveBrokers") or []],  # type: ignore[attr-defined]
+    )

@@ -1,0 +1,53 @@
+"""The broker's remoting edge: RocketMQ's request codes mapped to the processors.
+
+``remoting_server(controller)`` returns a ``RemotingServer`` with a handler
+for every code a RocketMQ producer, pull consumer and push consumer sends;
+others answer REQUEST_CODE_NOT_SUPPORTED.
+"""
+
+from __future__ import annotations
+
+from broker.controller import BrokerController
+from broker.remoting.admin import AdminHandlers
+from broker.remoting.clients import ClientHandlers
+from broker.remoting.pull import PullHandlers
+from broker.remoting.send import SendHandlers
+from connector.edge.remoting import Channel, RemotingServer
+from connector.protocol.remoting import RequestCode as C
+
+__all__ = ["remoting_server"]
+
+
+def remoting_server(ctrl: BrokerController) -> RemotingServer:
+    server = RemotingServer()
+    send = SendHandlers(ctrl)
+    pull = PullHandlers(ctrl)
+    admin = AdminHandlers(ctrl)
+    clients = ClientHandlers(ctrl.clients)
+    ctrl.on_clients_expired = clients.scan_expired
+    for code in (C.SEND_MESSAGE, C.SEND_MESSAGE_V2, C.SEND_BATCH_MESSAGE):
+        server.register(code, send.send)
+    server.register(C.CONSUMER_SEND_MSG_BACK, send.send_back)
+    server.register(C.PULL_MESSAGE, pull.pull)
+    server.register(C.LITE_PULL_MESSAGE, pull.pull)
+    server.register(C.QUERY_CONSUMER_OFFSET, admin.query_consumer_offset)
+    server.register(C.UPDATE_CONSUMER_OFFSET, admin.update_consumer_offset)
+    server.register(C.GET_MAX_OFFSET, admin.max_offset)
+    server.register(C.GET_MIN_OFFSET, admin.min_offset)
+    server.register(C.SEARCH_OFFSET_BY_TIMESTAMP, admin.search_offset)
+    server.register(C.GET_EARLIEST_MSG_STORETIME, admin.earliest_msg_store_time)
+    server.register(C.VIEW_MESSAGE_BY_ID, admin.view_message_by_id)
+    server.register(C.QUERY_MESSAGE, admin.query_message)
+    server.register(C.UPDATE_AND_CREATE_TOPIC, admin.create_topic)
+    server.register(C.DELETE_TOPIC_IN_BROKER, admin.delete_topic)
+    server.register(C.GET_ALL_TOPIC_CONFIG, admin.all_topic_config)
+    server.register(C.HEART_BEAT, clients.heartbeat)
+    server.register(C.UNREGISTER_CLIENT, clients.unregister)
+    server.register(C.GET_CONSUMER_LIST_BY_GROUP, clients.consumer_list)
+
+    def closed(channel: Channel) -> None:
+        send.forget(channel)
+        clients.connection_closed(channel)
+
+    server.close_listeners.append(closed)
+    return server

@@ -1,0 +1,156 @@
+"""Offsets, topics and lookups over remoting (RocketMQ's AdminBrokerProcessor,
+ConsumerManageProcessor and QueryMessageProcessor), each a call into
+``broker.processors.admin``.
+
+QUERY_CONSUMER_OFFSET of a group with no committed offset answers 0 while
+the queue still starts at 0 (nothing deleted), as Apache's broker does, so
+a new push consumer of a never-trimmed queue reads it from the start;
+QUERY_NOT_FOUND otherwise.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from broker.controller import BrokerController
+from connector.edge.remoting import Channel, Ext
+from connector.errors import ConsumerOffsetNotExistError, MessageNotExistError
+from connector.protocol.remoting import RemotingCommand, ResponseCode
+from connector.protocol.rest import TopicConfigBody
+
+__all__ = ["AdminHandlers"]
+
+
+class AdminHandlers:
+    def __init__(self, ctrl: BrokerController) -> None:
+        self.ctrl = ctrl
+
+    # -- consumer offsets --------------------------------------------------------------
+
+    def query_consumer_offset(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        ext = Ext(request.ext)
+        group, topic, queue_id = ext.text("consumerGroup"), ext.text("topic"), ext.number("queueId")
+        try:
+            offset = self.ctrl.admin.query_offset(group, topic, queue_id).offset
+        except ConsumerOffsetNotExistError:
+            zero = ext.flag("setZeroIfNotFound", True)  # RocketMQ 5's header field
+            if not zero or self.ctrl.store.get_min_offset_in_queue(topic, queue_id) > 0:
+                return request.response(
+                    ResponseCode.QUERY_NOT_FOUND,
+                    remark=f"group {group} has no offset for {topic}:{queue_id}",
+                )
+            offset = 0
+        return request.response(ext={"offset": str(offset)})
+
+    def update_consumer_offset(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        ext = Ext(request.ext)
+        self.ctrl.admin.commit_offset(
+            ext.text("consumerGroup"),
+            ext.text("topic"),
+            ext.number("queueId"),
+            ext.number("commitOffset"),
+        )
+        return request.response()
+
+    # -- queue offsets -----------------------------------------------------------------
+
+    def max_offset(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        ext = Ext(request.ext)
+        topic, queue_id = ext.text("topic"), ext.number("queueId")
+        self.ctrl.admin.check_queue(topic, queue_id)
+        offset = self.ctrl.store.get_max_offset_in_queue(topic, queue_id)
+        return request.response(ext={"offset": str(offset)})
+
+    def min_offset(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        ext = Ext(request.ext)
+        topic, queue_id = ext.text("topic"), ext.number("queueId")
+        self.ctrl.admin.check_queue(topic, queue_id)
+        offset = self.ctrl.store.get_min_offset_in_queue(topic, queue_id)
+        return request.response(ext={"offset": str(offset)})
+
+    def search_offset(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        ext = Ext(request.ext)
+        offset = self.ctrl.admin.search_offset(
+            ext.text("topic"), ext.number("queueId"), ext.number("timestamp")
+        )
+        return request.response(ext={"offset": str(offset)})
+
+    def earliest_msg_store_time(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        ext = Ext(request.ext)
+        topic, queue_id = ext.text("topic"), ext.number("queueId")
+        self.ctrl.admin.check_queue(topic, queue_id)
+        store = self.ctrl.store
+        ts = store.get_store_timestamp(
+            topic, queue_id, store.get_min_offset_in_queue(topic, queue_id)
+        )
+        return request.response(ext={"timestamp": str(max(ts, 0))})
+
+    # -- lookups -----------------------------------------------------------------------
+
+    def view_message_by_id(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        """ext ``offset``: the CommitLog offset the client decoded from the msgId; the
+        answer's body is the stored record."""
+        offset = Ext(request.ext).number("offset")
+        record = self.ctrl.store.read_record(offset)
+        if record is None:
+            raise MessageNotExistError(f"no message at CommitLog offset {offset}")
+        return request.response(body=record)
+
+    def query_message(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        """ext topic, key, maxNum, beginTimestamp, endTimestamp: the records whose KEYS
+        (or UNIQ_KEY) hold ``key``, newest first."""
+        ext = Ext(request.ext)
+        topic, key = ext.text("topic"), ext.text("key")
+        store = self.ctrl.store
+        end = ext.number("endTimestamp", 0) or None
+        msgs = store.query_message(
+            topic, key, max(1, min(ext.number("maxNum", 32), 1000)),
+            ext.number("beginTimestamp", 0), end,
+        )  # fmt: skip
+        records = [r for m in msgs if (r := store.read_record(m.commit_log_offset)) is not None]
+        if not records:
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND, remark=f"no message of {topic} with key {key}"
+            )
+        last = max(m.store_timestamp for m in msgs)
+        ext_out = {"indexLastUpdateTimestamp": str(last), "indexLastUpdatePhyoffset": "0"}
+        return request.response(ext=ext_out, body=b"".join(records))
+
+    # -- topics ------------------------------------------------------------------------
+
+    def create_topic(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        ext = Ext(request.ext)
+        body = TopicConfigBody(
+            read_queue_nums=ext.number("readQueueNums", 8),
+            write_queue_nums=ext.number("writeQueueNums", 8),
+            perm=ext.number("perm", 6),
+            order=ext.flag("order"),
+        )
+        self.ctrl.admin.put_topic(ext.text("topic"), body)
+        return request.response()
+
+    def delete_topic(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        self.ctrl.admin.delete_topic(Ext(request.ext).text("topic"))
+        return request.response()
+
+    def all_topic_config(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        """RocketMQ's TopicConfigSerializeWrapper: every topic and the data version."""
+        topics = self.ctrl.topics
+        version = topics.data_version()
+        table = {
+            c.topic: {
+                "topicName": c.topic,
+                "readQueueNums": c.read_queue_nums,
+                "writeQueueNums": c.write_queue_nums,
+                "perm": c.perm,
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": c.topic_sys_flag,
+                "order": c.order,
+            }
+            for c in topics.all()
+        }
+        body = {
+            "topicConfigTable": table,
+            "dataVersion": {"timestamp": version.timestamp, "counter": version.counter},
+        }
+        return request.response(body=orjson.dumps(body))

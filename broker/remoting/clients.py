@@ -1,0 +1,108 @@
+"""Client bookkeeping over remoting: HEART_BEAT (34), UNREGISTER_CLIENT (35),
+GET_CONSUMER_LIST_BY_GROUP (38), and NOTIFY_CONSUMER_IDS_CHANGED (40) sent to
+a group's members whenever its membership changes, so they rebalance.
+
+A heartbeat body is RocketMQ's HeartbeatData JSON: ``clientID``,
+``producerDataSet: [{groupName}]``, ``consumerDataSet: [{groupName,
+consumeType, messageModel, consumeFromWhere, subscriptionDataSet: [{topic,
+subString}]}]``; the C++ client sends the enums as numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+
+from broker.client_manager import ClientManager
+from connector.edge.remoting import Channel, Ext
+from connector.errors import ClientError
+from connector.protocol.names import validate_group
+from connector.protocol.remoting import RemotingCommand, RequestCode
+
+__all__ = ["ClientHandlers"]
+
+log = logging.getLogger(__name__)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+class ClientHandlers:
+    def __init__(self, clients: ClientManager) -> None:
+        self.clients = clients
+
+    def heartbeat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        try:
+            data = orjson.loads(request.body) if request.body else {}
+        except orjson.JSONDecodeError:
+            raise ClientError("the heartbeat body is not JSON") from None
+        if not isinstance(data, dict):
+            raise ClientError("the heartbeat body is not a JSON object")
+        client_id = _text(data.get("clientID"))
+        if not client_id:
+            raise ClientError("the heartbeat has no clientID")
+        for producer in data.get("producerDataSet") or []:
+            if isinstance(producer, dict) and producer.get("groupName"):
+                self.clients.producer_heartbeat(_text(producer["groupName"]), client_id, channel)
+        for consumer in data.get("consumerDataSet") or []:
+            if not isinstance(consumer, dict) or not consumer.get("groupName"):
+                continue
+            group = validate_group(_text(consumer["groupName"]))
+            subs = {
+                _text(s.get("topic")): _text(s.get("subString")) or "*"
+                for s in consumer.get("subscriptionDataSet") or []
+                if isinstance(s, dict) and s.get("topic")
+            }
+            changed = self.clients.consumer_heartbeat(
+                group,
+                client_id,
+                channel,
+                subs,
+                consume_type=_text(consumer.get("consumeType")),
+                message_model=_text(consumer.get("messageModel")),
+                consume_from_where=_text(consumer.get("consumeFromWhere")),
+            )
+            if changed:
+                log.info("consumer %s joined group %s", client_id, group)
+                self.notify(group)
+        return request.response()
+
+    def unregister(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        ext = Ext(request.ext)
+        changed = self.clients.unregister(
+            ext.text("clientID"),
+            producer_group=ext.text("producerGroup", ""),
+            consumer_group=ext.text("consumerGroup", ""),
+        )
+        for group in changed:
+            self.notify(group)
+        return request.response()
+
+    def consumer_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        group = Ext(request.ext).text("consumerGroup")
+        ids = self.clients.consumer_ids(group)
+        if not ids:
+            return request.response(1, remark=f"no consumer of group {group} is online")
+        return request.response(body=orjson.dumps({"consumerIdList": ids}))
+
+    def connection_closed(self, channel: Channel) -> None:
+        for group in self.clients.connection_closed(channel):
+            self.notify(group)
+
+    def scan_expired(self) -> None:
+        for group in self.clients.scan_expired():
+            log.info("a consumer of group %s expired", group)
+            self.notify(group)
+
+    def notify(self, group: str) -> None:
+        """Tell every member of ``group`` that it changed (oneway, as RocketMQ)."""
+        for conn in self.clients.consumer_conns(group):
+            if isinstance(conn, Channel) and not conn.closed:
+                conn.invoke_oneway(
+                    RemotingCommand(
+                        RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}
+                    )
+                )

@@ -1,0 +1,145 @@
+"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361) over remoting.
+
+The answer's body is the stored records byte for byte (RocketMQ's v1
+layout), so a pull costs the broker a read and a write, no per-message
+work. Status codes as RocketMQ's PullMessageProcessor: SUCCESS with
+records, PULL_NOT_FOUND when nothing is new (held up to
+``suspendTimeoutMillis`` when the suspend bit is set: long polling),
+PULL_RETRY_IMMEDIATELY when the tag filter skipped everything read,
+PULL_OFFSET_MOVED with a corrected ``nextBeginOffset`` outside the queue.
+With the commit-offset bit, the group's offset is committed on the way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from broker.controller import BrokerController
+from broker.processors.pull import PullOutcome
+from connector.edge.remoting import Channel, Ext
+from connector.errors import ClientError, InvalidOffsetError, PyMQError
+from connector.protocol.hashing import parse_tags
+from connector.protocol.remoting import MAX_FRAME_BYTES, RemotingCommand, ResponseCode
+from connector.protocol.status import PullStatus
+
+__all__ = ["PullHandlers"]
+
+log = logging.getLogger(__name__)
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+# a pull's answer stays inside one frame (16 MiB), with room for its header
+MAX_PULL_BYTES = MAX_FRAME_BYTES - (1 << 20)
+
+_CODES = {
+    PullStatus.FOUND: ResponseCode.SUCCESS,
+    PullStatus.NO_NEW_MSG: ResponseCode.PULL_NOT_FOUND,
+    PullStatus.NO_MATCHED_MSG: ResponseCode.PULL_RETRY_IMMEDIATELY,
+}
+
+
+class PullHandlers:
+    def __init__(self, ctrl: BrokerController) -> None:
+        self.ctrl = ctrl
+
+    def pull(
+        self, channel: Channel, request: RemotingCommand
+    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
+        ext = Ext(request.ext)
+        topic = ext.text("topic")
+        queue_id = ext.number("queueId")
+        offset = ext.number("queueOffset")
+        max_nums = ext.number("maxMsgNums", 32)
+        sys_flag = ext.number("sysFlag", 0)
+        expression = ext.text("expressionType", "TAG").upper()
+        if expression != "TAG":
+            raise ClientError(f"filter expression type {expression} is not supported (TAG only)")
+        # without one, the client filters by tag itself (RocketMQ's clients always do)
+        tags = parse_tags(ext.text("subscription", "*"))
+        max_bytes = min(ext.number("maxMsgBytes", MAX_PULL_BYTES) or MAX_PULL_BYTES, MAX_PULL_BYTES)
+        group = ext.text("consumerGroup", "")
+        if sys_flag & FLAG_COMMIT_OFFSET and group:
+            commit = ext.number("commitOffset", -1)
+            if commit >= 0:
+                self._commit(group, topic, queue_id, commit)
+        try:
+            out = self.ctrl.pull.pull(
+                topic, queue_id, offset, max_nums, tags=tags, max_bytes=max_bytes
+            )
+        except InvalidOffsetError as exc:
+            return self._moved(request, exc)
+        wait_ms = ext.number("suspendTimeoutMillis", 0) if sys_flag & FLAG_SUSPEND else 0
+        if (
+            out.status is PullStatus.NO_NEW_MSG
+            and wait_ms > 0
+            and self.ctrl.config.long_polling_enable
+        ):
+            return self._held(
+                request, out, topic, queue_id, offset, max_nums, tags, max_bytes, wait_ms
+            )
+        return self._answer(request, out)
+
+    async def _held(
+        self,
+        request: RemotingCommand,
+        out: PullOutcome,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int,
+        tags: frozenset[str] | None,
+        max_bytes: int,
+        wait_ms: int,
+    ) -> RemotingCommand:
+        ctrl = self.ctrl
+        assert ctrl.hold is not None
+        store = ctrl.store
+        if await ctrl.hold.wait(
+            topic,
+            queue_id,
+            out.next_begin_offset,
+            min(wait_ms, ctrl.config.max_pull_wait_ms) / 1000,
+            lambda: store.get_max_offset_in_queue(topic, queue_id),
+        ):
+            try:
+                out = ctrl.pull.pull(
+                    topic, queue_id, offset, max_nums, tags=tags, max_bytes=max_bytes
+                )
+            except InvalidOffsetError as exc:
+                return self._moved(request, exc)
+        return self._answer(request, out)
+
+    def _answer(self, request: RemotingCommand, out: PullOutcome) -> RemotingCommand:
+        ctrl = self.ctrl
+        ctrl.metrics.pulled(out.status.value)
+        body: bytes | memoryview = b""
+        if out.result is not None:
+            runs = out.result.runs
+            body = runs[0].data if len(runs) == 1 else b"".join(r.data for r in runs)
+            ctrl.metrics.pulled_messages(out.result.message_count)
+        ext = {
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": str(out.next_begin_offset),
+            "minOffset": str(out.min_offset),
+            "maxOffset": str(out.max_offset),
+        }
+        return request.response(_CODES[out.status], ext, body)
+
+    def _moved(self, request: RemotingCommand, exc: InvalidOffsetError) -> RemotingCommand:
+        self.ctrl.metrics.pulled("OFFSET_ILLEGAL")
+        f = exc.fields
+        ext = {
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": str(f.get("next_begin_offset", 0)),
+            "minOffset": str(f.get("min_offset", 0)),
+            "maxOffset": str(f.get("max_offset", 0)),
+        }
+        return request.response(ResponseCode.PULL_OFFSET_MOVED, ext, remark=exc.message)
+
+    def _commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        try:
+            self.ctrl.admin.commit_offset(group, topic, queue_id, offset)
+        except PyMQError as exc:  # the pull itself answers for a bad topic or queue
+            log.debug("offset commit with a pull refused: %s", exc)

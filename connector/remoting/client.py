@@ -1,0 +1,288 @@
+"""Blocking remoting connections: many requests in flight on one socket.
+
+A ``RemotingConnection`` writes requests from any thread (under a lock) and
+has one reader thread that cuts answers out of the stream and hands each to
+its caller by ``opaque``; answers may come in any order. Requests the
+server sends to the client (NOTIFY_CONSUMER_IDS_CHANGED,
+CHECK_TRANSACTION_STATE) go to ``on_request``, called on the reader thread.
+
+``RemotingClient`` keeps one connection per address, shared by every thread
+of a client (RocketMQ's NettyRemotingClient channel table), and replaces a
+connection that broke.
+
+Errors: ``ConnectError`` when no connection can be made (safe to retry
+anywhere), ``RemotingTimeoutError`` when the answer does not come in time,
+``RemotingError`` when the connection breaks with the request in flight (it
+may or may not have been processed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import socket
+import threading
+from collections.abc import Callable
+
+from connector.errors import ConnectError, RemotingError, RemotingTimeoutError
+from connector.protocol.remoting import (
+    FLAG_ONEWAY,
+    FrameDecoder,
+    FrameError,
+    RemotingCommand,
+    encode_header,
+    frame_prefix,
+)
+
+__all__ = ["RemotingClient", "RemotingConnection", "split_addr"]
+
+log = logging.getLogger(__name__)
+
+_RECV = 256 * 1024
+_SMALL_BODY = 16 * 1024  # below this a frame is joined into one bytes before sending
+
+RequestHandler = Callable[["RemotingConnection", RemotingCommand], None]
+Callback = Callable[[RemotingCommand | None, BaseException | None], None]
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    host, sep, port = addr.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConnectError(f"address {addr!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+class _Call:
+    """One request waiting for its answer: a lock released when it comes (the cheapest
+    wake-up between two threads), or a callback run on the reader thread."""
+
+    __slots__ = ("callback", "error", "lock", "response")
+
+    def __init__(self, callback: Callback | None = None) -> None:
+        self.response: RemotingCommand | None = None
+        self.error: BaseException | None = None
+        self.callback = callback
+        self.lock: threading.Lock | None = None
+        if callback is None:
+            self.lock = threading.Lock()
+            self.lock.acquire()
+
+    def done(self, response: RemotingCommand | None, error: BaseException | None) -> None:
+        self.response, self.error = response, error
+        if self.callback is not None:
+            try:
+                self.callback(response, error)
+            except Exception:  # the caller's callback: log, keep reading
+                log.exception("remoting callback failed")
+        else:
+            assert self.lock is not None
+            self.lock.release()
+
+
+class RemotingConnection:
+    """One connection to a server; thread-safe."""
+
+    def __init__(
+        self,
+        addr: str,
+        *,
+        connect_timeout_s: float = 3.0,
+        on_request: RequestHandler | None = None,
+        on_close: Callable[[RemotingConnection], None] | None = None,
+    ) -> None:
+        self.addr = addr
+        host, port = split_addr(addr)
+        try:
+            sock = socket.create_connection((host, port), connect_timeout_s)
+        except TimeoutError:
+            raise ConnectError(f"connecting to {addr} timed out") from None
+        except OSError as exc:
+            raise ConnectError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(None)
+        self._sock = sock
+        self._send_lock = threading.Lock()
+        self._calls: dict[int, _Call] = {}
+        self._opaque = itertools.count(1)
+        self._on_request = on_request
+        self._on_close = on_close
+        self.closed = False
+        self._reader = threading.Thread(
+            target=self._read_loop, name=f"pymq-remoting-{addr}", daemon=True
+        )
+        self._reader.start()
+
+    # -- requests ----------------------------------------------------------------------
+
+    def _send(self, cmd: RemotingCommand) -> None:
+        header = encode_header(cmd)
+        body = cmd.body
+        prefix = frame_prefix(len(header), len(body))
+        try:
+            with self._send_lock:
+                if len(body) < _SMALL_BODY:
+                    self._sock.sendall(b"".join((prefix, header, body)))
+                else:
+                    self._sock.sendall(prefix + header)
+                    self._sock.sendall(body)
+        except OSError as exc:
+            self.close(RemotingError(f"sending to {self.addr} failed: {exc.strerror or exc}"))
+            raise RemotingError(f"sending to {self.addr} failed: {exc.strerror or exc}") from None
+
+    def _register(self, cmd: RemotingCommand, call: _Call) -> None:
+        if self.closed:
+            raise RemotingError(f"the connection to {self.addr} is closed")
+        cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+        self._calls[cmd.opaque] = call
+
+    def invoke(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send a request and wait for its answer."""
+        call = _Call()
+        self._register(cmd, call)
+        try:
+            self._send(cmd)
+        except RemotingError:
+            self._calls.pop(cmd.opaque, None)
+            raise
+        assert call.lock is not None
+        if not call.lock.acquire(timeout=max(timeout_s, 0.0)):
+            self._calls.pop(cmd.opaque, None)
+            raise RemotingTimeoutError(
+                f"no answer from {self.addr} within {timeout_s * 1000:.0f} ms (code {cmd.code})"
+            )
+        if call.error is not None:
+            raise call.error
+        assert call.response is not None
+        return call.response
+
+    def invoke_async(self, cmd: RemotingCommand, callback: Callback) -> int:
+        """Send a request; ``callback(response, error)`` runs on the reader thread when it
+        is answered or the connection breaks. The caller times it out with ``cancel``."""
+        call = _Call(callback)
+        self._register(cmd, call)
+        try:
+            self._send(cmd)
+        except RemotingError:
+            self._calls.pop(cmd.opaque, None)
+            raise
+        return cmd.opaque
+
+    def cancel(self, opaque: int) -> bool:
+        """Forget a request in flight (its answer, if it comes, is dropped); False if it
+        was already answered."""
+        return self._calls.pop(opaque, None) is not None
+
+    def invoke_oneway(self, cmd: RemotingCommand) -> None:
+        cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+        cmd.flag |= FLAG_ONEWAY
+        self._send(cmd)
+
+    def send_response(self, response: RemotingCommand) -> None:
+        """Answer a request the server sent (``on_request``)."""
+        self._send(response)
+
+    # -- reading -----------------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        decoder = FrameDecoder()
+        sock = self._sock
+        error: RemotingError | None = None
+        try:
+            while True:
+                data = sock.recv(_RECV)
+                if not data:
+                    error = RemotingError(f"{self.addr} closed the connection")
+                    break
+                for cmd in decoder.feed(data):
+                    if cmd.is_response:
+                        call = self._calls.pop(cmd.opaque, None)
+                        if call is not None:
+                            call.done(cmd, None)
+                    elif self._on_request is not None:
+                        self._on_request(self, cmd)
+        except FrameError as exc:
+            log.warning("closing the connection to %s: %s", self.addr, exc)
+            error = RemotingError(f"{self.addr} sent a frame that does not parse: {exc}")
+        except OSError as exc:
+            error = RemotingError(f"connection to {self.addr} broke: {exc.strerror or exc}")
+        except Exception as exc:  # a defect in a handler: the connection ends, loudly
+            log.exception("remoting reader of %s failed", self.addr)
+            error = RemotingError(f"connection to {self.addr} failed: {exc}")
+        self.close(error)
+
+    def close(self, error: RemotingError | None = None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        err = error or RemotingError(f"the connection to {self.addr} was closed")
+        calls, self._calls = self._calls, {}
+        for call in calls.values():
+            call.done(None, err)
+        if self._on_close is not None:
+            self._on_close(self)
+
+
+class RemotingClient:
+    """One connection per server address, created when first needed."""
+
+    def __init__(
+        self,
+        *,
+        connect_timeout_s: float = 3.0,
+        on_request: RequestHandler | None = None,
+    ) -> None:
+        self.connect_timeout_s = connect_timeout_s
+        self.on_request = on_request
+        self._conns: dict[str, RemotingConnection] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def connection(self, addr: str) -> RemotingConnection:
+        conn = self._conns.get(addr)
+        if conn is not None and not conn.closed:
+            return conn
+        if self._closed:
+            raise RemotingError("this client was shut down")
+        # connect outside the lock: a server that does not answer must not hold up
+        # connections to the others
+        fresh = RemotingConnection(
+            addr,
+            connect_timeout_s=self.connect_timeout_s,
+            on_request=self.on_request,
+            on_close=self._forget,
+        )
+        with self._lock:
+            current = self._conns.get(addr)
+            if not self._closed and (current is None or current.closed):
+                self._conns[addr] = fresh
+                return fresh
+        fresh.close()  # another thread connected first, or the client was shut down
+        if current is None or current.closed:
+            raise RemotingError("this client was shut down")
+        return current
+
+    def _forget(self, conn: RemotingConnection) -> None:
+        with self._lock:
+            if self._conns.get(conn.addr) is conn:
+                del self._conns[conn.addr]
+
+    def invoke(self, addr: str, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        return self.connection(addr).invoke(cmd, timeout_s)
+
+    def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        self.connection(addr).invoke_oneway(cmd)
+
+    def connections(self) -> list[RemotingConnection]:
+        with self._lock:
+            return list(self._conns.values())
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            conn.close()
