@@ -112,7 +112,7 @@ def run(base: Path, args: argparse.Namespace) -> dict[str, Any]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
         with LocalCluster(base / f"run-{r}", brokers=1, namesrvs=1, env=env) as cluster:
             broker = cluster.brokers[0]
-            HttpConnection(broker.addr).request(
+            HttpConnection(broker.http_addr).request(
                 "PUT",
                 f"/topics/{TOPIC}",
                 json.dumps({"read_queue_nums": 8, "write_queue_nums": 8, "perm": 6}).encode(),

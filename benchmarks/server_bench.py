@@ -68,7 +68,7 @@ def start_broker(base: Path, flush: str) -> ServerProcess:
         env=env,
     )
     proc.start(120)
-    conn = HttpConnection(proc.addr)
+    conn = HttpConnection(proc.http_addr)
     body = json.dumps({"read_queue_nums": QUEUES, "write_queue_nums": QUEUES, "perm": 6})
     resp = conn.request("PUT", f"/topics/{TOPIC}", body.encode(), JSON_CT)
     assert resp.status == 200, resp.body
@@ -200,16 +200,16 @@ def run_flush_mode(base: Path, flush: str, args: argparse.Namespace) -> dict[str
             # single sends first, on a quiet store: after a million batched messages
             # the kernel is still writing back queue and index pages for a while
             for kind in ("json", "binary"):
-                single_sends(proc.addr, 1000, kind == "binary")  # warm-up
-                singles[kind].append(single_sends(proc.addr, args.singles, kind == "binary"))
-            batch_send(proc.addr, batches[:20], 1)  # warm-up: page faults of fresh files
+                single_sends(proc.http_addr, 1000, kind == "binary")  # warm-up
+                singles[kind].append(single_sends(proc.http_addr, args.singles, kind == "binary"))
+            batch_send(proc.http_addr, batches[:20], 1)  # warm-up: page faults of fresh files
             for threads in (1, 2, 4):
-                batch_rates[threads].append(batch_send(proc.addr, batches, threads))
+                batch_rates[threads].append(batch_send(proc.http_addr, batches, threads))
             if flush == "async":
-                rate, total = pull_all(proc.addr, copy_bodies=False)
+                rate, total = pull_all(proc.http_addr, copy_bodies=False)
                 pull_rates.append(rate)
                 out["pulled_messages"] = total
-                pull_copy_rates.append(pull_all(proc.addr, copy_bodies=True)[0])
+                pull_copy_rates.append(pull_all(proc.http_addr, copy_bodies=True)[0])
         finally:
             proc.terminate()
     out["batch_send_1conn"] = summary(batch_rates[1])

@@ -37,14 +37,17 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-def route_brokers(namesrv: str) -> dict[str, str]:
-    conn = HttpConnection(namesrv.split(";", maxsplit=1)[0])
+def route_brokers(namesrv_http: str) -> dict[str, str]:
+    """Broker name -> its REST host:port, from the NameServer's REST route."""
+    conn = HttpConnection(namesrv_http)
     deadline = time.monotonic() + 20
     while True:
         resp = conn.request("GET", f"/routes/{TOPIC}")
         if resp.status == 200:
             route = json.loads(resp.body)
-            brokers = {b["broker_name"]: b["addrs"]["0"] for b in route["brokers"]}
+            brokers = {
+                b["broker_name"]: b["http_addrs"]["0"].split("://", 1)[-1] for b in route["brokers"]
+            }
             if len(brokers) == 2:
                 return brokers
         if time.monotonic() > deadline:
@@ -115,11 +118,11 @@ def main() -> int:
     say(f"starting a NameServer and 2 SYNC_FLUSH brokers; data and logs under {data}")
     with LocalCluster(data, brokers=2, namesrvs=1, broker_args=["--flush", "sync"]) as cluster:
         for proc in [*cluster.namesrvs, *cluster.brokers]:
-            say(f"  {proc.name:<10} http://{proc.addr}")
+            say(f"  {proc.name:<10} remoting {proc.addr}, http http://{proc.http_addr}")
         body = json.dumps({"read_queue_nums": QUEUES, "write_queue_nums": QUEUES, "perm": 6})
         for b in cluster.brokers:
-            HttpConnection(b.addr).request("PUT", f"/topics/{TOPIC}", body.encode(), JSON_CT)
-        brokers = route_brokers(cluster.namesrv_addr)
+            HttpConnection(b.http_addr).request("PUT", f"/topics/{TOPIC}", body.encode(), JSON_CT)
+        brokers = route_brokers(cluster.namesrvs[0].http_addr)
         say(f"route of {TOPIC} from the NameServer: {brokers}")
 
         t0 = time.perf_counter()
@@ -154,7 +157,7 @@ def main() -> int:
 
         say("kill -9 broker-b, then restart it on the same store")
         cluster.restart_broker("broker-b", crash=True)
-        brokers["broker-b"] = cluster.broker("broker-b").addr
+        brokers["broker-b"] = cluster.broker("broker-b").http_addr
         health = json.loads(HttpConnection(brokers["broker-b"]).request("GET", "/health").body)
         total = check(sent, read_all(brokers))
         abnormal = health["recovery"]["abnormal"]

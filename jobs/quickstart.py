@@ -450,7 +450,7 @@ def run(args: argparse.Namespace, data_dir: Path, stack: list[Callable[[], objec
     cluster.start()
     ns = cluster.namesrv_addr
     for proc in [*cluster.namesrvs, *cluster.brokers]:
-        say(f"  {proc.name:<10} http://{proc.addr}")
+        say(f"  {proc.name:<10} remoting {proc.addr}, http http://{proc.http_addr}")
     admin = Admin(namesrv=ns)
     stack.append(admin.close)
     create_topics(admin, len(cluster.brokers))

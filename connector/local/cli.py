@@ -48,7 +48,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"pymq local: {exc.message} (logs in {data / 'logs'})", file=sys.stderr)
         return 1
     for proc in [*cluster.namesrvs, *cluster.brokers]:
-        print(f"  {proc.name:<12} http://{proc.addr}", flush=True)
+        print(f"  {proc.name:<12} remoting {proc.addr}, http http://{proc.http_addr}", flush=True)
     print(
         f"pymq local ready: namesrv {cluster.namesrv_addr}, {len(cluster.brokers)} brokers, "
         f"data {data} (Ctrl-C stops)",

@@ -57,7 +57,9 @@ def test_register_then_route(client: TestClient) -> None:
                 "topic_sys_flag": 0,
             }
         ],
-        "brokers": [{"cluster": CLUSTER, "broker_name": "broker-a", "addrs": {"0": ADDR}}],
+        "brokers": [
+            {"cluster": CLUSTER, "broker_name": "broker-a", "addrs": {"0": ADDR}, "http_addrs": {}}
+        ],
         "order_topic_conf": None,
     }
 

@@ -19,7 +19,9 @@ import pytest
 from namesrv_helpers import register_json
 
 REPO = Path(__file__).resolve().parents[2]
-READY_RE = re.compile(r"^pymq namesrv ready at http://([^\s:]+):(\d+) \(data (.+)\)$")
+READY_RE = re.compile(
+    r"^pymq namesrv ready: remoting ([^\s:]+):(\d+), http http://([^\s:]+):(\d+) \(data (.+)\)$"
+)
 DEADLINE_S = 20.0
 
 
@@ -50,6 +52,7 @@ class Namesrv:
             )
         self.lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._drain, daemon=True).start()
+        self.remoting_port = 0
         self.port = self._wait_ready(data_dir)
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -69,8 +72,9 @@ class Namesrv:
             if line is None:
                 break
             if m := READY_RE.match(line):
-                assert Path(m.group(3)) == data_dir
-                return int(m.group(2))
+                assert Path(m.group(5)) == data_dir
+                self.remoting_port = int(m.group(2))
+                return int(m.group(4))  # the REST API's: what these tests read
         self.stop()
         pytest.fail(f"namesrv never became ready; stderr: {self.stderr_path.read_text()}")
 

@@ -17,13 +17,13 @@ from connector.local import LocalCluster
 def create_topic(cluster: LocalCluster, topic: str, queues: int = 4) -> None:
     for b in cluster.brokers:
         r = httpx.put(
-            f"http://{b.addr}/topics/{topic}",
+            f"http://{b.http_addr}/topics/{topic}",
             json={"read_queue_nums": queues, "write_queue_nums": queues, "perm": 6},
             timeout=10,
         )
         assert r.status_code == 200, r.text
     deadline = time.monotonic() + 10
-    ns = cluster.namesrv_addr.split(";")[0]
+    ns = cluster.namesrvs[0].http_addr
     while time.monotonic() < deadline:
         route = httpx.get(f"http://{ns}/routes/{topic}", timeout=10)
         if route.status_code == 200 and len(route.json()["queues"]) == len(cluster.brokers):

@@ -42,7 +42,7 @@ def make_topic(
     chosen = [b for b in cluster.brokers if not brokers or b.name in brokers]
     for b in chosen:
         r = httpx.put(
-            f"http://{b.addr}/topics/{topic}",
+            f"http://{b.http_addr}/topics/{topic}",
             json={"read_queue_nums": queues, "write_queue_nums": queues, "perm": 6},
             timeout=10,
         )
@@ -52,7 +52,7 @@ def make_topic(
 
 def wait_for_route(cluster: LocalCluster, topic: str, addrs: dict[str, str]) -> None:
     """Poll the NameServer until ``topic``'s route has exactly these brokers at these addresses."""
-    ns = cluster.namesrv_addr.split(";")[0]
+    ns = cluster.namesrvs[0].http_addr
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         r = httpx.get(f"http://{ns}/routes/{topic}", timeout=10)

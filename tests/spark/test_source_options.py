@@ -25,12 +25,12 @@ def make_topic(cluster: LocalCluster, topic: str, queues: int) -> None:
     """The topic on every broker of the cluster, and its route visible on the NameServer."""
     for b in cluster.brokers:
         r = httpx.put(
-            f"http://{b.addr}/topics/{topic}",
+            f"http://{b.http_addr}/topics/{topic}",
             json={"read_queue_nums": queues, "write_queue_nums": queues, "perm": 6},
             timeout=10,
         )
         assert r.status_code == 200, r.text
-    ns = cluster.namesrv_addr.split(";")[0]
+    ns = cluster.namesrvs[0].http_addr
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         route = httpx.get(f"http://{ns}/routes/{topic}", timeout=10)
@@ -216,7 +216,7 @@ def wait_for_retention(
     cluster: LocalCluster, topic: str, timeout_s: float = 60
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """Poll until retention deleted every segment but the active one; each queue's bounds."""
-    addr = cluster.brokers[0].addr
+    addr = cluster.brokers[0].http_addr
     deadline = time.monotonic() + timeout_s
     with PullConsumer(group="retention-watch", namesrv=cluster.namesrv_addr) as consumer:
         while True:

@@ -51,7 +51,7 @@ def test_new_queues_new_broker_and_a_broker_down(
     ns, topic = cluster.namesrv_addr, "StreamTopology"
     admin = Admin(namesrv=ns)
     a = cluster.broker("broker-a")
-    put_topic(a.addr, topic, 2)
+    put_topic(a.http_addr, topic, 2)
     queues = wait_queues(admin, topic, {("broker-a", 0), ("broker-a", 1)})
     send(ns, topic, [b"first-%d" % i for i in range(40)], queues)
     query = (
@@ -72,8 +72,8 @@ def test_new_queues_new_broker_and_a_broker_down(
         assert read_bodies(spark) == Counter(b"first-%d" % i for i in range(40))
 
         # two more queues on broker-a and the topic on broker-b: all read from their start
-        put_topic(a.addr, topic, 4)
-        put_topic(cluster.broker("broker-b").addr, topic, 2)
+        put_topic(a.http_addr, topic, 4)
+        put_topic(cluster.broker("broker-b").http_addr, topic, 2)
         want = {("broker-a", q) for q in range(4)} | {("broker-b", q) for q in range(2)}
         queues = wait_queues(admin, topic, want)
         send(ns, topic, [b"second-%d" % i for i in range(60)], queues)

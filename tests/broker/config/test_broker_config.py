@@ -29,7 +29,8 @@ def test_shipped_broker_files_load_and_document_every_key(name: str) -> None:
     assert store.flush_disk_type is FlushDiskType.ASYNC_FLUSH
     assert store.mapped_file_size_commit_log == 1 << 30
     documented = set(read_toml(path))
-    commented = {"store_dir", "advertised_addr"}  # shown commented out: no fixed default
+    # shown commented out: no fixed default
+    commented = {"store_dir", "advertised_addr", "http_port"}
     every = set(settings_keys(BrokerConfig, StoreConfig)) - {"store_host", "store_port"}
     every -= commented
     assert every - documented == set(), "keys missing from the shipped file"
@@ -39,7 +40,7 @@ def test_shipped_broker_files_load_and_document_every_key(name: str) -> None:
 def test_shipped_namesrv_file_documents_every_key() -> None:
     path = CONF / "namesrv.toml"
     load_settings(NamesrvConfig, config_file=path)
-    assert set(settings_keys(NamesrvConfig)) - set(read_toml(path)) == {"data_dir"}
+    assert set(settings_keys(NamesrvConfig)) - set(read_toml(path)) == {"data_dir", "http_port"}
 
 
 def test_flags_beat_environment_beat_file(tmp_path: Path) -> None:
@@ -104,7 +105,7 @@ def test_delay_levels() -> None:
 
 def test_store_config_takes_the_broker_address() -> None:
     config = load(flags={"host": "0.0.0.0", "port": "0", "store_dir": "/tmp/x"})
-    store = config.with_port(12345).store_config()
+    store = config.with_ports(12345, 12349).store_config()
     assert (store.store_host, store.store_port) == ("127.0.0.1", 12345)
     assert store.store_dir == Path("/tmp/x")
 

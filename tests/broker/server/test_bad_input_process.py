@@ -23,7 +23,7 @@ MiB = 1 << 20
 
 @pytest.fixture(scope="module")
 def broker(module_servers: Servers) -> str:
-    addr = module_servers.broker().addr
+    addr = module_servers.broker().http_addr
     create_topic(addr, "Guarded")
     send(addr, "Guarded", "first", queue_id=0)
     return addr

@@ -137,13 +137,15 @@ def test_config_file_env_and_flag_layers(tmp_path: Path, servers: Servers) -> No
     servers.start_all([proc for proc, _ in cases.values()])
     for label, (proc, (name, flush)) in cases.items():
         assert re.match(
-            rf"pymq broker {name} ready at http://127\.0\.0\.1:\d+ ", proc.ready_line
+            rf"pymq broker {name} ready: remoting 127\.0\.0\.1:\d+, "
+            rf"http http://127\.0\.0\.1:\d+ ",
+            proc.ready_line,
         ), (
             label,
             proc.ready_line,
         )
         assert proc.ready_line.endswith(f"{flush})"), (label, proc.ready_line)
-        h = health(proc.addr)
+        h = health(proc.http_addr)
         assert (h["broker_name"], h["flush_disk_type"]) == (name, flush), label
 
 
@@ -235,7 +237,11 @@ def test_local_cluster_runs_until_ctrl_c(
 
     ready = wait_until(ready_line, 90.0, interval_s=0, what="pymq local ready line")
     children += child_pids(proc.pid)
-    addrs = dict(re.findall(r"^\s+(\S+)\s+http://(\S+)$", "\n".join(seen), re.MULTILINE))
+    listed = re.findall(
+        r"^\s+(\S+)\s+remoting (\S+), http http://(\S+)$", "\n".join(seen), re.MULTILINE
+    )
+    addrs = {name: remoting for name, remoting, _ in listed}
+    https = {name: http for name, _, http in listed}
     assert set(addrs) == {"namesrv-0", "broker-a", "broker-b"}, seen
     ns = addrs["namesrv-0"]
     assert f"namesrv {ns}, 2 brokers" in ready
@@ -243,13 +249,13 @@ def test_local_cluster_runs_until_ctrl_c(
         assert len(children) == 3, children
 
     def brokers_known() -> bool:
-        live = {b["addr"] for b in clusters(ns)["live"]}
+        live = {b["addr"] for b in clusters(https["namesrv-0"])["live"]}
         return live == {addrs["broker-a"], addrs["broker-b"]}
 
     wait_until(brokers_known, 5.0, what="namesrv knows both brokers")
     data = tmp_path / "local"
     for name in ("broker-a", "broker-b"):
-        assert health(addrs[name])["broker_name"] == name
+        assert health(https[name])["broker_name"] == name
         assert (data / name / "abort").exists()  # running
 
     os.kill(proc.pid, signal.SIGINT)
@@ -257,7 +263,7 @@ def test_local_cluster_runs_until_ctrl_c(
     for name in ("broker-a", "broker-b"):
         assert (data / name / "commitlog").is_dir()
         assert not (data / name / "abort").exists(), f"{name} did not stop cleanly"
-    for addr in addrs.values():
+    for addr in [*addrs.values(), *https.values()]:
         assert not port_open(addr), f"{addr} still accepts connections"
     wait_until(lambda: not any(alive(pid) for pid in children), 5.0, what="no server left")
 

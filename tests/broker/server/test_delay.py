@@ -25,7 +25,7 @@ DELAY_ENV = {"PYMQ_MESSAGE_DELAY_LEVEL": "1s 3s 10s"}
 
 @pytest.fixture(scope="module")
 def broker(module_servers: Servers) -> str:
-    return module_servers.broker(env=DELAY_ENV).addr
+    return module_servers.broker(env=DELAY_ENV).http_addr
 
 
 def msg_ids(addr: str, topic: str, queue_id: int) -> Counter[str]:
@@ -112,13 +112,13 @@ def test_delayed_message_survives_restart(servers: Servers, crash: bool) -> None
     if crash:  # the acknowledged delayed message must be on disk when the broker dies
         env["PYMQ_FLUSH_DISK_TYPE"] = "SYNC_FLUSH"
     proc = servers.broker(env=env)
-    create_topic(proc.addr, "DelayedRestart")
+    create_topic(proc.http_addr, "DelayedRestart")
     t_send = time.time()
-    sent = send(proc.addr, "DelayedRestart", "survivor", queue_id=2, delay_level=2)
+    sent = send(proc.http_addr, "DelayedRestart", "survivor", queue_id=2, delay_level=2)
     due = t_send + 3.0
 
     proc = servers.restart(proc, crash=crash)
-    addr = proc.addr
+    addr = proc.http_addr
     assert health(addr)["recovery"] == {"abnormal": crash}
     if time.time() < due - 0.3:
         until(due - 0.3)
@@ -141,7 +141,7 @@ def test_delayed_message_survives_restart(servers: Servers, crash: bool) -> None
     # stopped the same way again after the delivery: the schedule progress (or the
     # first pass's duplicate check) keeps the delivered message from coming back
     proc = servers.restart(proc, crash=crash)
-    addr = proc.addr
+    addr = proc.http_addr
     holds_for(
         lambda: msg_ids(addr, "DelayedRestart", 2) == Counter({sent["msg_id"]: 1}),
         1.5,

@@ -29,7 +29,7 @@ OCTET = f"content-type: {BATCH_CONTENT_TYPE}"
 
 @pytest.fixture(scope="module")
 def broker(module_servers: Servers) -> str:
-    addr = module_servers.broker(env={"PYMQ_FLUSH_DISK_TYPE": "SYNC_FLUSH"}).addr
+    addr = module_servers.broker(env={"PYMQ_FLUSH_DISK_TYPE": "SYNC_FLUSH"}).http_addr
     create_topic(addr, TOPIC)
     return addr
 

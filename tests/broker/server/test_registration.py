@@ -48,15 +48,16 @@ def route_gone(ns: str, topic: str) -> bool:
 
 
 def test_register_route_then_expire_after_kill(servers: Servers) -> None:
-    ns = servers.namesrv(env=SHORT_EXPIRY_NS).addr
-    broker = servers.broker(namesrv=ns, env=FAST_HEARTBEAT)
-    name, addr = "broker-a", broker.addr
+    ns_proc = servers.namesrv(env=SHORT_EXPIRY_NS)
+    ns = ns_proc.http_addr  # the NameServer's REST view, read by these checks
+    broker = servers.broker(namesrv=ns_proc.addr, env=FAST_HEARTBEAT)
+    name, addr = "broker-a", broker.addr  # registered: its remoting address
 
     # registered before its ready line, so it is listed at once
     wait_until(lambda: broker_listed(ns, name, addr), 2.0, what="broker in /clusters")
     assert route_gone(ns, "T")
 
-    create_topic(addr, "T")
+    create_topic(broker.http_addr, "T")
     wait_until(lambda: route_has_broker(ns, "T", name, addr), 2.0, what="route of T")
 
     # heartbeats (every 0.5 s) keep it listed well past the 2 s expiry
@@ -80,19 +81,20 @@ def test_register_route_then_expire_after_kill(servers: Servers) -> None:
 
 def test_topic_change_registers_at_once_and_sigterm_unregisters(servers: Servers) -> None:
     # a 60 s expiry and the default 30 s registration period: neither can explain what follows
-    ns = servers.namesrv(
+    ns_proc = servers.namesrv(
         env={
             "PYMQ_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS": "200",
             "PYMQ_BROKER_CHANNEL_EXPIRED_TIME_MS": "60000",
         }
-    ).addr
-    broker = servers.broker(namesrv=ns)
+    )
+    ns = ns_proc.http_addr
+    broker = servers.broker(namesrv=ns_proc.addr)
     name, addr = "broker-a", broker.addr
     wait_until(lambda: broker_listed(ns, name, addr), 2.0, what="broker in /clusters")
     first_heartbeat = {b["addr"]: b["last_update_timestamp"] for b in clusters(ns)["live"]}[addr]
 
     t0 = time.monotonic()
-    create_topic(addr, "T")
+    create_topic(broker.http_addr, "T")
     wait_until(lambda: route_has_broker(ns, "T", name, addr), 2.0, what="route of T")
     assert time.monotonic() - t0 < 2.0
     # the topic change itself re-registered the broker (30 s before its period would)
@@ -113,13 +115,13 @@ def test_topic_change_registers_at_once_and_sigterm_unregisters(servers: Servers
 
 def test_two_namesrvs_know_every_broker_and_route(servers: Servers) -> None:
     cluster = servers.cluster(brokers=2, namesrvs=2)
-    namesrvs = [p.addr for p in cluster.namesrvs]
+    namesrvs = [p.http_addr for p in cluster.namesrvs]
     brokers = {b.name: b.addr for b in cluster.brokers}
     assert set(brokers) == {"broker-a", "broker-b"}
 
-    create_topic(brokers["broker-a"], "OnlyA")
-    for addr in brokers.values():
-        create_topic(addr, "Both")
+    create_topic(cluster.broker("broker-a").http_addr, "OnlyA")
+    for b in cluster.brokers:
+        create_topic(b.http_addr, "Both")
 
     def knows_everything(ns: str) -> bool:
         return (
@@ -136,8 +138,8 @@ def test_two_namesrvs_know_every_broker_and_route(servers: Servers) -> None:
 
     # every topic any broker holds has one and the same route on both NameServers
     topics: set[str] = set()
-    for addr in brokers.values():
-        r = HTTP.get(url(addr, "topics"))
+    for b in cluster.brokers:
+        r = HTTP.get(url(b.http_addr, "topics"))
         assert r.status_code == 200
         topics |= {t["topic"] for t in r.json()["topics"]}
     assert {"OnlyA", "Both"} <= topics

@@ -75,13 +75,13 @@ def test_acknowledged_messages_survive_kill_and_clean_restart(servers: Servers) 
     assert "SYNC_FLUSH" in proc.ready_line
     store = servers.root / "broker-a"
     create_topic(
-        proc.addr, TOPIC, {"read_queue_nums": QUEUES, "write_queue_nums": QUEUES, "perm": 6}
+        proc.http_addr, TOPIC, {"read_queue_nums": QUEUES, "write_queue_nums": QUEUES, "perm": 6}
     )
-    assert health(proc.addr)["recovery"] == {"abnormal": False}  # a fresh store
+    assert health(proc.http_addr)["recovery"] == {"abnormal": False}  # a fresh store
 
     rng = random.Random(20240601)
     expected: Expected = {q: [] for q in range(QUEUES)}
-    acked = send_mix(proc.addr, rng, expected, singles=200, batches=36, batch_size=50)
+    acked = send_mix(proc.http_addr, rng, expected, singles=200, batches=36, batch_size=50)
     assert acked == 2000
     assert sum(len(v) for v in expected.values()) == 2000
     assert len(list((store / "commitlog").iterdir())) > 5
@@ -89,16 +89,16 @@ def test_acknowledged_messages_survive_kill_and_clean_restart(servers: Servers) 
     proc.kill()
     assert (store / "abort").exists()  # nobody removed it: the next start is abnormal
     proc = servers.restart(proc, crash=True)
-    assert health(proc.addr)["recovery"] == {"abnormal": True}
-    assert_served(proc.addr, expected)
+    assert health(proc.http_addr)["recovery"] == {"abnormal": True}
+    assert_served(proc.http_addr, expected)
 
     # the recovered broker appends after what it recovered
-    send_mix(proc.addr, rng, expected, singles=20, batches=4, batch_size=25)
-    assert_served(proc.addr, expected)
+    send_mix(proc.http_addr, rng, expected, singles=20, batches=4, batch_size=25)
+    assert_served(proc.http_addr, expected)
 
     code = proc.terminate()
     assert code == 0, proc.last_log_line()
     assert not (store / "abort").exists()
     proc = servers.restart(proc)
-    assert health(proc.addr)["recovery"] == {"abnormal": False}
-    assert_served(proc.addr, expected)
+    assert health(proc.http_addr)["recovery"] == {"abnormal": False}
+    assert_served(proc.http_addr, expected)

@@ -30,7 +30,7 @@ FAST_DELAYS = {"PYMQ_MESSAGE_DELAY_LEVEL": " ".join(["100ms"] * 8)}
 
 @pytest.fixture(scope="module")
 def broker(module_servers: Servers) -> str:
-    return module_servers.broker(env=FAST_DELAYS).addr
+    return module_servers.broker(env=FAST_DELAYS).http_addr
 
 
 def send_back(addr: str, offset_msg_id: str, max_reconsume_times: int) -> dict[str, Any]:

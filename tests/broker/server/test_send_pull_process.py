@@ -25,7 +25,7 @@ from connector.protocol.properties import PropertyKeys
 
 @pytest.fixture(scope="module")
 def broker(module_servers: Servers) -> str:
-    return module_servers.broker().addr
+    return module_servers.broker().http_addr
 
 
 def test_rest_send_then_pull_round_trip(broker: str) -> None:

@@ -21,7 +21,7 @@ def create_topic_everywhere(cluster: LocalCluster) -> None:
 
     for b in cluster.brokers:
         r = httpx.put(
-            f"http://{b.addr}/topics/{TOPIC}",
+            f"http://{b.http_addr}/topics/{TOPIC}",
             json={"read_queue_nums": 4, "write_queue_nums": 4, "perm": 6},
             timeout=10,
         )

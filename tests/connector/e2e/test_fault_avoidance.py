@@ -39,7 +39,7 @@ def wait_for(pred: Callable[[], bool], timeout_s: float) -> None:
 def create_topic(cluster: LocalCluster) -> None:
     for b in cluster.brokers:
         r = httpx.put(
-            f"http://{b.addr}/topics/{TOPIC}",
+            f"http://{b.http_addr}/topics/{TOPIC}",
             json={"read_queue_nums": 2, "write_queue_nums": 2, "perm": 6},
             timeout=10,
         )

@@ -115,7 +115,7 @@ def slow_cluster(tmp_path: Path) -> Iterator[tuple[str, DelayProxy]]:
             ).start()
             procs.append(b)
             r = httpx.put(
-                f"http://{b.addr}/topics/{TOPIC}",
+                f"http://{b.http_addr}/topics/{TOPIC}",
                 json={"read_queue_nums": 2, "write_queue_nums": 2, "perm": 6},
                 timeout=10,
             )
