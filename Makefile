@@ -33,6 +33,7 @@ run: $(VENV)/.installed
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 typecheck: $(VENV)/.installed-test
 	$(VENV)/bin/mypy

@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from connector import Message, Producer  # noqa: E402
-from connector.local import LocalCluster  # noqa: E402
 from connector.remoting import HttpConnection  # noqa: E402
+from connector.server.local import LocalCluster  # noqa: E402
 
 TOPIC = "ClientBench"
 BODY = b"x" * 100

@@ -126,8 +126,8 @@ sys.path.insert(0, str(ROOT))
 
 import connector  # noqa: E402
 from connector import Admin, Message, Producer, PullConsumer, PullStatus  # noqa: E402
-from connector.local import LocalCluster  # noqa: E402
 from connector.protocol.scan import index_records  # noqa: E402
+from connector.server.local import LocalCluster  # noqa: E402
 
 BODY = b"x" * 100
 BATCH = 1000  # messages per send_batch / pipeline

@@ -39,13 +39,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from connector.local import ServerProcess  # noqa: E402
 from connector.protocol.batch import encode_batch  # noqa: E402
 from connector.protocol.msgid import UniqKeyGenerator  # noqa: E402
 from connector.protocol.properties import encode_properties  # noqa: E402
 from connector.protocol.scan import index_records  # noqa: E402
 from connector.protocol.wire import RECORDS_CONTENT_TYPE  # noqa: E402
 from connector.remoting import HttpConnection  # noqa: E402
+from connector.server.local import ServerProcess  # noqa: E402
 
 TOPIC = "BenchTopic"
 QUEUES = 8

@@ -61,7 +61,7 @@ from pyspark.sql.datasource import (  # noqa: E402
 )
 
 from connector import Admin  # noqa: E402
-from connector.local import LocalCluster  # noqa: E402
+from connector.server.local import LocalCluster  # noqa: E402
 from connector.spark.columnar import arrow_schema  # noqa: E402
 from connector.spark.options import READ_SCHEMA  # noqa: E402
 

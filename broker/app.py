@@ -1,14 +1,16 @@
-"""The broker's HTTP edge: decode a request, call a processor, encode its result.
+"""The broker's REST edge: decode a request, call a processor, encode its result.
 
-Handlers are ``async`` and call the processors directly: a store append or
-read takes microseconds, less than a hop to a thread pool; SYNC_FLUSH sends
-await their group commit without holding a thread. Errors are PyMQErrors,
-mapped to ``{"code", "message"}`` once, by ``connector.edge``.
+Plain FastAPI routes: admin, docs, curl, dashboards and languages without a
+RocketMQ client (the data plane is remoting, ``broker.remoting``; both call
+the same processors). Handlers are ``async`` and call the processors
+directly: a store append or read takes microseconds, less than a hop to a
+thread pool; SYNC_FLUSH sends await their group commit without holding a
+thread. Errors are PyMQErrors, mapped to ``{"code", "message"}`` once, by
+``connector.server.http_errors``.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -17,8 +19,7 @@ from fastapi import Depends, FastAPI, Query, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from broker.controller import BrokerController
-from broker.hotpath import (
-    HotPath,
+from broker.rest import (
     born_host,
     check_batch_headers,
     compression_param,
@@ -31,7 +32,6 @@ from broker.hotpath import (
     send_single,
 )
 from connector import __version__
-from connector.edge import install_error_handlers
 from connector.errors import UnsupportedMediaTypeError
 from connector.protocol.hashing import parse_tags
 from connector.protocol.rest import (
@@ -51,6 +51,7 @@ from connector.protocol.wire import (
     BATCH_CONTENT_TYPE,
     RECORDS_CONTENT_TYPE,
 )
+from connector.server.http_errors import install_error_handlers
 
 __all__ = ["create_app"]
 
@@ -91,20 +92,8 @@ async def _json_body(request: Request) -> None:
 JsonBody = Depends(_json_body)
 
 
-class BrokerApp(FastAPI):
-    """FastAPI with ``broker.hotpath`` in front: hot requests skip the routing stack."""
-
-    hot: HotPath | None = None
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if self.hot is not None:
-            await self.hot(scope, receive, send)
-        else:
-            await super().__call__(scope, receive, send)
-
-
-def create_app(controller: BrokerController, *, hot_path: bool = True) -> FastAPI:
-    """The broker's ASGI app; ``hot_path=False`` serves everything through FastAPI."""
+def create_app(controller: BrokerController) -> FastAPI:
+    """The broker's REST app; its lifespan starts and stops ``controller``."""
     ctrl = controller
     cfg = ctrl.config
     metrics = ctrl.metrics
@@ -117,7 +106,7 @@ def create_app(controller: BrokerController, *, hot_path: bool = True) -> FastAP
         finally:
             await ctrl.stop()
 
-    app = BrokerApp(
+    app = FastAPI(
         title=f"pymq broker {cfg.broker_name}",
         version=__version__,
         lifespan=lifespan,
@@ -125,9 +114,6 @@ def create_app(controller: BrokerController, *, hot_path: bool = True) -> FastAP
     )
     install_error_handlers(app)
     app.state.controller = ctrl
-    if hot_path:
-        fallback = functools.partial(FastAPI.__call__, app)
-        app.hot = HotPath(fallback, ctrl)
 
     # -- health and metrics -------------------------------------------------------------
 
@@ -173,7 +159,7 @@ def create_app(controller: BrokerController, *, hot_path: bool = True) -> FastAP
         ctrl.admin.delete_topic(topic)
         return {"ok": True, "topic": topic}
 
-    # -- send (served by broker.hotpath; these routes document it and behave the same) ---
+    # -- send ---------------------------------------------------------------------------
 
     @app.post("/topics/{topic}/messages", tags=["send"], dependencies=[JsonBody])
     async def send_message(topic: str, req: SendMessageRequest, request: Request) -> SendResultView:

@@ -12,9 +12,9 @@ from typing import Any
 
 from broker.config import BrokerConfig
 from broker.store.config import StoreConfig
-from connector.edge import bind_socket, serve
 from connector.errors import PyMQError
-from connector.settings import load_settings
+from connector.server.serve import bind_socket, serve
+from connector.server.settings import load_settings
 
 __all__ = ["build_config", "register"]
 
@@ -108,6 +108,5 @@ def _run(args: argparse.Namespace) -> int:
         ready_line=ready,
         log_level=config.log_level,
         on_exit=controller.wake_waiters,
-        direct=getattr(app, "hot", None),
         remoting=(remoting_server(controller), rsock),
     )

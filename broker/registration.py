@@ -19,9 +19,9 @@ from collections.abc import Callable
 
 import orjson
 
-from connector.edge.remoting import call
 from connector.protocol.remoting import FrameError, RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.route import RegisterBrokerRequest, UnregisterBrokerRequest
+from connector.server.remoting import call
 
 __all__ = ["BrokerRegistrar"]
 

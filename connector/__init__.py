@@ -3,20 +3,47 @@
     from connector import Producer, PullConsumer, Admin, Message, MessageQueue
     from connector import SendResult, SendStatus, PullResult, PullStatus, MQFaultStrategy
 
-The client speaks to NameServers and brokers over HTTP only; it never
-imports server code.
+The client speaks RocketMQ's remoting protocol to NameServers and brokers
+(``connector.remoting``, ``connector.client``); the wire contract
+(``connector.protocol``, ``connector.errors``) is shared with the servers,
+and the code only servers run is in ``connector.server``. The names below
+load on first use, so a server importing the wire contract does not load the
+client.
 """
 
-from connector.client.admin import Admin
-from connector.client.consumer import PullConsumer
-from connector.client.latency import MQFaultStrategy
-from connector.client.producer import Producer
-from connector.client.results import PullResult, SendContext, SendMessageHook, SendResult
-from connector.errors import PyMQError
-from connector.protocol import Message, MessageExt, MessageQueue
-from connector.protocol.status import PullStatus, SendStatus
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from connector.client.admin import Admin
+    from connector.client.consumer import PullConsumer
+    from connector.client.latency import MQFaultStrategy
+    from connector.client.producer import Producer
+    from connector.client.results import PullResult, SendContext, SendMessageHook, SendResult
+    from connector.errors import PyMQError
+    from connector.protocol import Message, MessageExt, MessageQueue
+    from connector.protocol.status import PullStatus, SendStatus
 
 __version__ = "0.1.0"
+
+_WHERE = {
+    "Admin": "connector.client.admin",
+    "PullConsumer": "connector.client.consumer",
+    "MQFaultStrategy": "connector.client.latency",
+    "Producer": "connector.client.producer",
+    "PullResult": "connector.client.results",
+    "SendContext": "connector.client.results",
+    "SendMessageHook": "connector.client.results",
+    "SendResult": "connector.client.results",
+    "PyMQError": "connector.errors",
+    "Message": "connector.protocol",
+    "MessageExt": "connector.protocol",
+    "MessageQueue": "connector.protocol",
+    "PullStatus": "connector.protocol.status",
+    "SendStatus": "connector.protocol.status",
+}
 
 __all__ = [
     "Admin",
@@ -35,3 +62,16 @@ __all__ = [
     "SendStatus",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'connector' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

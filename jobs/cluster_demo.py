@@ -20,13 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from connector.local import LocalCluster
 from connector.protocol.batch import encode_batch
 from connector.protocol.msgid import UniqKeyGenerator
 from connector.protocol.properties import encode_properties
 from connector.protocol.scan import index_records
 from connector.protocol.wire import RECORDS_CONTENT_TYPE
 from connector.remoting import HttpConnection
+from connector.server.local import LocalCluster
 
 TOPIC = "DemoTopic"
 QUEUES = 4

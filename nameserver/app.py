@@ -2,7 +2,7 @@
 
 Route handlers only touch in-memory tables, so they are ``async def``; KV
 writes fsync a file, so those handlers are plain ``def`` and run in the
-threadpool. Errors are ``{"code", "message"}`` (``connector.edge``). A
+threadpool. Errors are ``{"code", "message"}`` (``connector.server.http_errors``). A
 background task started in the lifespan expires silent brokers every
 ``scan_not_active_broker_interval_ms``.
 """
@@ -18,7 +18,6 @@ from typing import Any
 from fastapi import FastAPI
 
 from connector import __version__
-from connector.edge import install_error_handlers
 from connector.protocol.names import validate_topic
 from connector.protocol.route import (
     ClusterInfo,
@@ -30,6 +29,7 @@ from connector.protocol.route import (
     TopicRouteData,
     UnregisterBrokerRequest,
 )
+from connector.server.http_errors import install_error_handlers
 from nameserver.config import NamesrvConfig
 from nameserver.kvconfig import KvConfigManager
 from nameserver.routeinfo import RouteInfoManager

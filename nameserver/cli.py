@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from connector.errors import ConfigError
-from connector.settings import load_settings
+from connector.server.settings import load_settings
 from nameserver.config import NamesrvConfig
 
 __all__ = ["register"]
@@ -68,7 +68,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     # the server stack loads only when a server is about to start: `pymq --help`,
     # the other subcommands (the CLI imports every register()) and bad flags stay fast
-    from connector.edge import bind_socket, serve  # noqa: PLC0415
+    from connector.server.serve import bind_socket, serve  # noqa: PLC0415
     from nameserver.app import create_app  # noqa: PLC0415
     from nameserver.remoting import remoting_server  # noqa: PLC0415
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import orjson
 from pydantic import ValidationError
 
-from connector.edge.remoting import Channel, Ext, RemotingServer
 from connector.errors import ClientError, TopicNotExistError
 from connector.protocol.names import validate_topic
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
@@ -23,6 +22,7 @@ from connector.protocol.route import (
     cluster_to_remoting,
     route_to_remoting,
 )
+from connector.server.remoting import Channel, Ext, RemotingServer
 from nameserver.kvconfig import KvConfigManager
 from nameserver.routeinfo import RouteInfoManager
 

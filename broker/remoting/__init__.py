@@ -12,8 +12,8 @@ from broker.remoting.admin import AdminHandlers
 from broker.remoting.clients import ClientHandlers
 from broker.remoting.pull import PullHandlers
 from broker.remoting.send import SendHandlers
-from connector.edge.remoting import Channel, RemotingServer
 from connector.protocol.remoting import RequestCode as C
+from connector.server.remoting import Channel, RemotingServer
 
 __all__ = ["remoting_server"]
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import orjson
 
 from broker.controller import BrokerController
-from connector.edge.remoting import Channel, Ext
 from connector.errors import ConsumerOffsetNotExistError, MessageNotExistError
 from connector.protocol.remoting import RemotingCommand, ResponseCode
 from connector.protocol.rest import TopicConfigBody
+from connector.server.remoting import Channel, Ext
 
 __all__ = ["AdminHandlers"]
 

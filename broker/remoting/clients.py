@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 
 from broker.client_manager import ClientManager
-from connector.edge.remoting import Channel, Ext
 from connector.errors import ClientError
 from connector.protocol.names import validate_group
 from connector.protocol.remoting import RemotingCommand, RequestCode
+from connector.server.remoting import Channel, Ext
 
 __all__ = ["ClientHandlers"]
 

@@ -18,11 +18,11 @@ from typing import Any
 
 from broker.controller import BrokerController
 from broker.processors.pull import PullOutcome
-from connector.edge.remoting import Channel, Ext
 from connector.errors import ClientError, InvalidOffsetError, PyMQError
 from connector.protocol.hashing import parse_tags
 from connector.protocol.remoting import MAX_FRAME_BYTES, RemotingCommand, ResponseCode
 from connector.protocol.status import PullStatus
+from connector.server.remoting import Channel, Ext
 
 __all__ = ["PullHandlers"]
 

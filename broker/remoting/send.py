@@ -23,7 +23,6 @@ import numpy as np
 from broker.controller import BrokerController
 from broker.processors.send import SendOutcome
 from broker.store.results import PutMessageResult, PutMessageStatus
-from connector.edge.remoting import Channel, Ext
 from connector.errors import MessageIllegalError, NoPermissionError, PyMQError
 from connector.protocol.compression import CompressionType
 from connector.protocol.message import SysFlag
@@ -31,6 +30,7 @@ from connector.protocol.msgid import encode_host, encode_offset_msg_id, offset_m
 from connector.protocol.properties import decode_properties
 from connector.protocol.remoting import RemotingCommand, ResponseCode, long_send_fields
 from connector.protocol.rest import SendBackRequest
+from connector.server.remoting import Channel, Ext
 
 __all__ = ["SendHandlers", "born_host"]
 

@@ -1,11 +1,12 @@
-"""The client's transport: keep-alive HTTP/1.1 to pymq servers.
+"""The client's transports.
 
-``http.client`` parses every response header block with the email package,
-which costs more than a whole broker append on a small machine; this
-transport speaks just the HTTP/1.1 pymq servers answer with (Content-Length
-bodies, keep-alive) over plain sockets, and pools connections per address.
+- ``client``: RocketMQ's remoting protocol, one connection per server with
+  many requests in flight (what producers and consumers use);
+- ``http``: keep-alive HTTP/1.1 to the servers' REST API (what ``Admin``
+  uses for broker administration).
 """
 
+from connector.remoting.client import RemotingClient, RemotingConnection
 from connector.remoting.http import HttpConnection, HttpPool, HttpResponse
 
-__all__ = ["HttpConnection", "HttpPool", "HttpResponse"]
+__all__ = ["HttpConnection", "HttpPool", "HttpResponse", "RemotingClient", "RemotingConnection"]

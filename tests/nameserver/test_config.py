@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from connector.errors import ConfigError
-from connector.settings import load_settings, read_toml, settings_keys
+from connector.server.settings import load_settings, read_toml, settings_keys
 from nameserver.config import NamesrvConfig
 
 SHIPPED = Path(__file__).resolve().parents[2] / "conf" / "namesrv.toml"

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from connector.local import LocalCluster
+from connector.server.local import LocalCluster
 
 
 @pytest.fixture(scope="session")

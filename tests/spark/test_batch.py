@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from connector import Admin
-from connector.local import LocalCluster
+from connector.server.local import LocalCluster
 
 
 def create_topic(cluster: LocalCluster, topic: str, queues: int = 4) -> None:

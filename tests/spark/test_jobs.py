@@ -11,7 +11,7 @@ from typing import Any
 
 from test_batch import create_topic
 
-from connector.local import LocalCluster
+from connector.server.local import LocalCluster
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 

@@ -9,7 +9,7 @@ import pytest
 from broker.config import BrokerConfig, parse_delay_levels
 from broker.store.config import FlushDiskType, StoreConfig
 from connector.errors import ConfigError
-from connector.settings import load_settings, read_toml, settings_keys
+from connector.server.settings import load_settings, read_toml, settings_keys
 from nameserver.config import NamesrvConfig
 
 CONF = Path(__file__).resolve().parents[3] / "conf"

@@ -455,22 +455,15 @@ def snapshot(client: TestClient) -> Snapshot:
     return Snapshot(commit_log_max(client), topic_names(client), queue_max_offsets(client, TOPIC))
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["hot_path", "fastapi_routes"])
-def bad_client(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[TestClient]:
-    """One broker per way of serving; 5xx answers come back as responses, not exceptions.
-
-    ``create_app`` answers send, batch and pull in ``broker.hotpath`` by default and
-    through its FastAPI routes with ``hot_path=False``: both must refuse alike.
-    """
+@pytest.fixture(scope="module")
+def bad_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """One broker; 5xx answers come back as responses, not exceptions."""
     base = tmp_path_factory.mktemp("bad")
     with ExitStack() as stack:
         client = start_client(
             stack,
             base / "store",
             raise_server_exceptions=False,
-            app_options={"hot_path": request.param},
         )
         put_topic(client, TOPIC, read_queue_nums=8, write_queue_nums=8)
         send(client, TOPIC, body="seed", queue_id=0)

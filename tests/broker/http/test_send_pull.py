@@ -46,10 +46,10 @@ from connector.protocol.wire import (
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 
 
-@pytest.fixture(params=[True, False], ids=["hot_path", "fastapi_routes"])
-def client(request: pytest.FixtureRequest, make_client: ClientFactory) -> TestClient:
-    """A fresh broker, served by ``broker.hotpath`` and by the plain FastAPI routes."""
-    return make_client(app_options={"hot_path": request.param})
+@pytest.fixture
+def client(make_client: ClientFactory) -> TestClient:
+    """A fresh broker's REST app."""
+    return make_client()
 
 
 def test_json_send_then_pull_round_trips_every_field(client: TestClient) -> None:

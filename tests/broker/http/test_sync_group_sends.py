@@ -17,7 +17,7 @@ SYNC = {"flush_disk_type": FlushDiskType.SYNC_FLUSH}
 
 
 def _controller(client: TestClient) -> Any:
-    return client.app.hot.ctrl  # type: ignore[attr-defined]
+    return client.app.state.controller  # type: ignore[attr-defined]
 
 
 def test_concurrent_single_sends_share_groups_and_flushes(make_client: ClientFactory) -> None:

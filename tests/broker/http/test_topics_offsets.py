@@ -5,7 +5,6 @@ from __future__ import annotations
 from contextlib import ExitStack
 from pathlib import Path
 
-import pytest
 from broker_http_helpers import (
     ClientFactory,
     assert_error,
@@ -201,9 +200,8 @@ def test_health(client: TestClient) -> None:
     assert sent["offset_msg_id"] == offset_msg_id(0)
 
 
-@pytest.mark.parametrize("hot_path", [True, False], ids=["hot_path", "fastapi_routes"])
-def test_metrics(make_client: ClientFactory, hot_path: bool) -> None:
-    client = make_client(app_options={"hot_path": hot_path})
+def test_metrics(make_client: ClientFactory) -> None:
+    client = make_client()
     assert metric(client, "pymq_send_messages_total") == 0
     for i in range(3):
         send(client, "Metered", body=f"m{i}", queue_id=0)

@@ -9,7 +9,7 @@ import sys
 import time
 
 from connector import Admin, Message, Producer, PullConsumer
-from connector.local import LocalCluster
+from connector.server.local import LocalCluster
 
 
 def admin_cli(ns: str, *args: str) -> subprocess.CompletedProcess[str]:

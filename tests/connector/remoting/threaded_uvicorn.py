@@ -10,7 +10,7 @@ from typing import Any
 
 import uvicorn
 
-from connector.edge.serve import bind_socket
+from connector.server.serve import bind_socket
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import FrameType
 
 from connector.errors import PyMQError
-from connector.local.cluster import LocalCluster
+from connector.server.local.cluster import LocalCluster
 
 __all__ = ["register"]
 

@@ -1,4 +1,4 @@
-"""Serve an ASGI app the way both pymq servers do.
+"""Serve both listeners of a pymq server: the REST app (uvicorn) and remoting.
 
 The socket is bound before uvicorn starts, so ``--port 0`` works (the ready
 line carries the real port) and a busy port is a one-line error, not a
@@ -24,8 +24,7 @@ import uvicorn
 from connector.errors import ConfigError
 
 if TYPE_CHECKING:
-    from connector.edge.direct import DirectRouter
-    from connector.edge.remoting import RemotingServer
+    from connector.server.remoting import RemotingServer
 
 __all__ = ["ServerSpec", "bind_socket", "serve"]
 
@@ -60,20 +59,12 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _http_protocol(direct: DirectRouter | None) -> Any:
-    # both need httptools
-    from connector.edge.direct import direct_protocol  # noqa: PLC0415
-    from connector.edge.onewrite import OneWriteHttpToolsProtocol  # noqa: PLC0415
-
-    return OneWriteHttpToolsProtocol if direct is None else direct_protocol(direct)
-
-
-def _uvicorn_config(app: Any, log_level: str, direct: DirectRouter | None) -> uvicorn.Config:
+def _uvicorn_config(app: Any, log_level: str) -> uvicorn.Config:
     has = importlib.util.find_spec
     return uvicorn.Config(
         app,
         loop="uvloop" if has("uvloop") else "asyncio",
-        http=_http_protocol(direct) if has("httptools") else "h11",
+        http="httptools" if has("httptools") else "h11",
         # the peer is the client: no X-Forwarded-For rewriting (and no middleware)
         proxy_headers=False,
         lifespan="on",
@@ -138,7 +129,6 @@ def serve(
     ready_line: str,
     log_level: str = "warning",
     on_exit: Callable[[], None] | None = None,
-    direct: DirectRouter | None = None,
     remoting: tuple[RemotingServer, socket.socket] | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT; print ``ready_line`` once, when both listeners accept.
@@ -147,15 +137,13 @@ def serve(
     started once the app's lifespan startup is done and stopped before its shutdown.
 
     ``on_exit`` runs when the signal arrives (e.g. to answer held long polls
-    so the graceful shutdown does not wait for them). ``direct`` claims hot
-    requests the protocol answers without the ASGI cycle (``connector.edge.direct``);
-    ``app`` must answer the same paths, for requests that cannot take that way.
+    so the graceful shutdown does not wait for them).
     """
 
     def ready() -> None:
         print(ready_line, flush=True)
 
-    server = _Server(_uvicorn_config(app, log_level, direct), ready, on_exit, remoting)
+    server = _Server(_uvicorn_config(app, log_level), ready, on_exit, remoting)
     config = server.config
     runner: Callable[[Any], Any] = asyncio.run
     if config.loop == "uvloop":  # optional dependency, present with uvicorn[standard]
