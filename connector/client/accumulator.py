@@ -18,20 +18,22 @@ big as the load makes it), ``batch_max_bytes`` are gathered, or the first
 has waited ``batch_max_delay_ms``. Past ``total_batch_max_bytes`` held,
 messages are sent alone, as RocketMQ does.
 
-A sync caller whose batch can go at once sends it from its own thread (a
-lone sender makes no thread hop); every other batch is sent by the
-accumulator's threads, which also complete the futures, so a
-``send_async`` callback runs in one of them (keep it short). Two batches a
-key in flight or one measured the same here (noise of +-40 %); two keeps a
-message from waiting a whole round trip under light load.
+Sending never blocks on the network: the thread whose message lets a batch
+go starts its request (remoting carries many on one connection) and
+returns; the answer arrives on the connection's reader thread, which
+completes the batch's futures (so a ``send_async`` callback runs there:
+keep it short) and starts the batch that gathered meanwhile. Two batches a
+key in flight keep a message from waiting a whole round trip under light
+load.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import InvalidStateError
 from typing import Protocol
 
 from connector.client.results import SendResult
@@ -107,12 +109,18 @@ class Gathered:
 
 # topic, the queue the caller named (or None: the send path picks), async or sync
 BatchKey = tuple[str, MessageQueue | None, bool]
-# sends one gathered batch under its key; returns the batch's SendResult
-BatchSender = Callable[[BatchKey, Gathered], SendResult]
+Done = Callable[[SendResult | None, BaseException | None], None]
+# starts sending one gathered batch under its key; ``done`` runs once with its outcome
+BatchSender = Callable[[BatchKey, Gathered, Done], None]
 
 
 class ProduceAccumulator:
-    """Open batches by key, the batches of each key in flight, and the threads that send."""
+    """Open batches by key and the batches of each key in flight.
+
+    Nothing here blocks on the network: ``send`` starts a request and returns,
+    and the answer (on the connection's reader thread) completes the batch's
+    waiters and starts the batch that gathered behind it.
+    """
 
     def __init__(
         self,
@@ -121,7 +129,6 @@ class ProduceAccumulator:
         max_delay_ms: int,
         max_bytes: int,
         total_max_bytes: int,
-        workers: int,
         name: str,
     ) -> None:
         self._send = send
@@ -132,29 +139,20 @@ class ProduceAccumulator:
         self._open: dict[BatchKey, Gathered] = {}
         self._in_flight: dict[BatchKey, int] = {}
         self._held = 0  # request bytes gathered or on the wire
+        self._unsettled = 0  # batches taken whose waiters are not all told yet
         self._closed = False
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"pymq-batch-{name}")
         self._timer = threading.Thread(target=self._expire, name=f"pymq-batch-timer-{name}")
         self._timer.daemon = True
         self._timer.start()
 
     def add(
-        self,
-        key: BatchKey,
-        data: bytes,
-        msg_id: str,
-        size: int,
-        msg: Message,
-        waiter: Waiter,
-        *,
-        caller_sends: bool = False,
+        self, key: BatchKey, data: bytes, msg_id: str, size: int, msg: Message, waiter: Waiter
     ) -> bool:
         """Put ``msg`` (encoded as ``data``) in the open batch of ``key``; ``waiter``
         gets its result. False when ``total_max_bytes`` are held already: the caller
-        sends it alone. With ``caller_sends``, a batch that can go at once is sent
-        by this thread before ``add`` returns (a lone sync send makes no thread hop).
-        """
+        sends it alone. A batch that can go at once is started by this thread."""
         n = len(data)
+        ready: list[Gathered] = []
         with self._lock:
             if self._closed:
                 raise PyMQError("this producer was shut down")
@@ -163,7 +161,7 @@ class ProduceAccumulator:
             self._held += n
             batch = self._open.get(key)
             if batch is not None and batch.nbytes + n > self.max_bytes:
-                self._dispatch(key, batch)  # full: it goes now, this one starts the next
+                ready.append(self._take(key, batch))  # full: it goes now, this one starts the next
                 batch = None
             if batch is None:
                 batch = self._open[key] = Gathered(time.monotonic() + self.max_delay_s)
@@ -175,26 +173,26 @@ class ProduceAccumulator:
             batch.msgs.append(msg)
             batch.waiters.append(waiter)
             batch.nbytes += n
-            mine = None
             if self._in_flight.get(key, 0) < IN_FLIGHT_PER_KEY or batch.nbytes >= self.max_bytes:
-                if caller_sends:
-                    mine = self._take(key, batch)
-                else:
-                    self._dispatch(key, batch)
-        if mine is not None:
-            self._run(key, mine, go_on=False)
+                ready.append(self._take(key, batch))
+        for gathered in ready:
+            self._start(key, gathered)
         return True
 
-    def close(self) -> None:
-        """Send what is gathered, wait for every batch to be answered, stop the threads."""
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Send what is gathered and wait (bounded) until every batch is answered."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            for key, batch in list(self._open.items()):
-                self._dispatch(key, batch)
-            self._lock.notify()
-        self._pool.shutdown(wait=True)
+            ready = [(key, self._take(key, batch)) for key, batch in list(self._open.items())]
+            self._lock.notify_all()
+        for key, batch in ready:
+            self._start(key, batch)
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while self._unsettled and (left := deadline - time.monotonic()) > 0:
+                self._lock.wait(left)
         self._timer.join(5)
 
     # -- under the lock ----------------------------------------------------------------
@@ -204,63 +202,77 @@ class ProduceAccumulator:
         if self._open.get(key) is batch:
             del self._open[key]
         self._in_flight[key] = self._in_flight.get(key, 0) + 1
+        self._unsettled += 1
         return batch
 
-    def _dispatch(self, key: BatchKey, batch: Gathered) -> None:
-        self._pool.submit(self._run, key, self._take(key, batch), go_on=True)
+    # -- sending -----------------------------------------------------------------------
 
-    # -- threads -----------------------------------------------------------------------
+    def _start(self, key: BatchKey, batch: Gathered) -> None:
+        def done(result: SendResult | None, error: BaseException | None) -> None:
+            self._finished(key, batch, result, error)
 
-    def _run(self, key: BatchKey, batch: Gathered | None, *, go_on: bool) -> None:
-        """Send ``batch``; then, with ``go_on``, the batches that gathered meanwhile,
-        in this thread (otherwise the pool sends them)."""
-        while batch is not None:
-            results: list[SendResult] | None = None
-            error: BaseException | None = None
-            try:
-                results = split_batch_result(self._send(key, batch), len(batch.ids))
-            except BaseException as exc:  # noqa: BLE001 - every waiter of the batch gets it
-                error = exc  # (a KeyboardInterrupt in a caller that sends is raised below)
-            with self._lock:
-                self._held -= batch.nbytes
-                left = self._in_flight[key] - 1
-                if left:
-                    self._in_flight[key] = left
-                else:
-                    del self._in_flight[key]
-                waiting = self._open.get(key)
-                following = None
-                if waiting is not None and left < IN_FLIGHT_PER_KEY:
-                    # taken before anyone is woken: the wire stays busy
-                    if go_on:
-                        following = self._take(key, waiting)
-                    else:
-                        self._dispatch(key, waiting)
-            if results is not None:
-                for waiter, result in zip(batch.waiters, results, strict=True):
-                    waiter.set_result(result)
+        try:
+            self._send(key, batch, done)
+        except BaseException as exc:  # every waiter of the batch gets it
+            self._finished(key, batch, None, exc)
+            if not isinstance(exc, Exception):  # KeyboardInterrupt: the caller's too
+                raise
+
+    def _finished(
+        self, key: BatchKey, batch: Gathered, result: SendResult | None, error: BaseException | None
+    ) -> None:
+        with self._lock:
+            self._held -= batch.nbytes
+            left = self._in_flight[key] - 1
+            if left:
+                self._in_flight[key] = left
             else:
-                assert error is not None
-                for waiter in batch.waiters:
-                    waiter.set_exception(error)
-                if not isinstance(error, Exception):
-                    if following is not None:  # not sent here: the pool takes it
-                        self._pool.submit(self._run, key, following, go_on=True)
-                    raise error
-            batch = following
+                del self._in_flight[key]
+            waiting = self._open.get(key)
+            # taken before anyone is woken: the wire stays busy
+            following = (
+                self._take(key, waiting)
+                if waiting is not None and left < IN_FLIGHT_PER_KEY
+                else None
+            )
+        if result is not None:
+            try:
+                results = split_batch_result(result, len(batch.ids))
+            except BaseException as exc:  # noqa: BLE001 - a defect: every waiter learns it
+                results, error = [], exc
+            for waiter, one in zip(batch.waiters, results, strict=False):
+                with contextlib.suppress(InvalidStateError):  # cancelled by its caller
+                    waiter.set_result(one)
+        if error is not None or result is None:
+            err = error or PyMQError("the batch ended without a result")
+            for waiter in batch.waiters:
+                with contextlib.suppress(InvalidStateError):
+                    waiter.set_exception(err)
+        with self._lock:
+            self._unsettled -= 1
+            if not self._unsettled:
+                self._lock.notify_all()  # close() may be waiting
+        if following is not None:
+            self._start(key, following)
 
     def _expire(self) -> None:
         """Send batches whose first message has waited ``max_delay_s`` behind a busy wire."""
-        with self._lock:
-            while not self._closed:
+        while True:
+            ready: list[tuple[BatchKey, Gathered]] = []
+            with self._lock:
+                if self._closed:
+                    return
                 now = time.monotonic()
                 next_due: float | None = None
                 for key, batch in list(self._open.items()):
                     if batch.deadline <= now:
-                        self._dispatch(key, batch)
+                        ready.append((key, self._take(key, batch)))
                     elif next_due is None or batch.deadline < next_due:
                         next_due = batch.deadline
-                self._lock.wait(None if next_due is None else next_due - now)
+                if not ready:
+                    self._lock.wait(None if next_due is None else next_due - now)
+            for key, batch in ready:
+                self._start(key, batch)
 
 
 def split_batch_result(result: SendResult, count: int) -> list[SendResult]:

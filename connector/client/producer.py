@@ -19,6 +19,7 @@ sends are gathered into batch requests (see ``connector.client.accumulator``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -26,13 +27,14 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from typing import Any
 
 import orjson
 
 from connector.client.accumulator import (
     BatchKey,
+    Done,
     Gathered,
     ProduceAccumulator,
     SyncWaiter,
@@ -47,13 +49,14 @@ from connector.client.latency import (
 from connector.client.namesrv import NameServerClient, parse_namesrv
 from connector.client.publish_info import TopicPublishInfo
 from connector.client.results import SendContext, SendMessageHook, SendResult
-from connector.client.rpc import Rpc
+from connector.client.rpc import Rpc, error_for_response
 from connector.errors import (
     BrokerBusyError,
     ConfigError,
     MessageIllegalError,
     MessageTooLargeError,
     PyMQError,
+    RemotingError,
     RemotingTimeoutError,
     TopicNotExistError,
 )
@@ -65,7 +68,7 @@ from connector.protocol.names import DEFAULT_TOPIC, validate_group, validate_top
 from connector.protocol.properties import PropertyKeys, encode_properties
 from connector.protocol.record import record_size
 from connector.protocol.remoting import SEND_V2_LETTERS as V2
-from connector.protocol.remoting import RequestCode, ResponseCode
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.status import SendStatus
 from connector.protocol.wire import batch_offsets
 
@@ -74,7 +77,7 @@ __all__ = ["Producer"]
 log = logging.getLogger(__name__)
 MiB = 1 << 20
 # answers that mean "stored" (the producer's SendStatus)
-_STORED = {
+_STORED: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
@@ -198,18 +201,18 @@ class Producer:
             if self._closed:
                 raise PyMQError("this producer was shut down")
             if self._background is None:
+                # retries of async sends run here, not on a connection's reader thread
+                # (a retry may look a route up, which blocks)
                 self._executor = ThreadPoolExecutor(
                     self._async_workers, thread_name_prefix=f"pymq-producer-{self.group}"
                 )
-                if self.auto_batch:
-                    self._accumulator = ProduceAccumulator(
-                        self._send_gathered,
-                        max_delay_ms=self.batch_max_delay_ms,
-                        max_bytes=self.batch_max_bytes,
-                        total_max_bytes=self.total_batch_max_bytes,
-                        workers=self._async_workers,
-                        name=self.group,
-                    )
+                self._accumulator = ProduceAccumulator(
+                    self._send_gathered,
+                    max_delay_ms=self.batch_max_delay_ms,
+                    max_bytes=self.batch_max_bytes,
+                    total_max_bytes=self.total_batch_max_bytes,
+                    name=self.group,
+                )
                 self._background = threading.Thread(
                     target=self._background_loop, name="pymq-producer-routes", daemon=True
                 )
@@ -454,7 +457,7 @@ class Producer:
         """Send and wait (SYNC). ``queue``: that queue only; ``sharding_key``: ordered."""
         self.start()
         encoded = self._encode_one(msg)
-        if self._gathers(encoded, msg, sharding_key, timeout_ms):
+        if self.auto_batch and self._gathers(encoded, msg, sharding_key, timeout_ms):
             waiter = SyncWaiter()
             if self._accumulator_add(encoded, msg, (encoded.topic, queue, False), waiter):
                 return self._wait(waiter)
@@ -531,52 +534,47 @@ class Producer:
     ) -> Future[SendResult]:
         """Send in the background: a future, and ``callback(result, exception)`` if given.
 
-        Blocks while ``client_async_semaphore_value`` sends are in flight.
+        No thread waits for the answer: the request goes on the broker's connection
+        with the others in flight, and the answer completes the future (on the
+        connection's reader thread, where ``callback`` runs too: keep it short).
+        While sends of the topic are on the wire, plain messages (no delay level,
+        sharding key or compressed body) gather into one batch request, each still
+        with its own ``SendResult``. Blocks while ``client_async_semaphore_value``
+        sends are in flight.
         """
         self.start()
         encoded = self._encode_one(msg)  # bad input fails here, in the caller's thread
         if not self._async_slots.acquire(timeout=self.send_msg_timeout_ms / 1000):
             raise BrokerBusyError("too many async sends in flight (client_async_semaphore_value)")
-        executor = self._executor
-        if executor is None:
-            self._async_slots.release()
-            raise PyMQError("this producer was shut down")
-
-        def run() -> SendResult:
-            try:
-                return self._send(
-                    encoded,
-                    msg,
-                    self.retry_times_when_send_async_failed,
-                    queue=queue,
-                    sharding_key=sharding_key,
-                )
-            finally:
-                self._async_slots.release()
-
-        future: Future[SendResult]
-        gathered = False
-        if self._gathers(encoded, msg, sharding_key, None):
-            future = Future()
-            future.add_done_callback(lambda _: self._async_slots.release())
-            try:
-                gathered = self._accumulator_add(encoded, msg, (encoded.topic, queue, True), future)
-            except BaseException:
-                self._async_slots.release()
-                raise
-        if not gathered:
-            future = executor.submit(run)
+        future: Future[SendResult] = Future()
+        future.add_done_callback(self._release_slot)
         if callback is not None:
             future.add_done_callback(lambda f: _run_callback(callback, f))
+        try:
+            if self._gathers(encoded, msg, sharding_key, None) and self._accumulator_add(
+                encoded, msg, (encoded.topic, queue, True), future
+            ):
+                return future
+            self._send_async(
+                encoded, msg, self.retry_times_when_send_async_failed, _settle(future),
+                queue=queue, sharding_key=sharding_key,
+            )  # fmt: skip
+        except BaseException as exc:
+            if not future.done():
+                future.set_exception(exc)
+            raise
         return future
+
+    def _release_slot(self, _: Future[SendResult]) -> None:
+        self._async_slots.release()
 
     # -- auto-batching -----------------------------------------------------------------
 
     def _gathers(
         self, encoded: _Encoded, msg: Message, sharding_key: str | None, timeout_ms: int | None
     ) -> bool:
-        """Whether ``msg`` goes into an auto-batch: not without auto-batching, nor with a
-        compressed body, a delay level, a sharding key or a timeout of its own."""
+        """Whether ``msg`` may join a batch: not with a compressed body, a delay level,
+        a sharding key or a timeout of its own."""
         return (
             self._accumulator is not None
             and encoded.compression is None
@@ -593,15 +591,7 @@ class Producer:
         assert acc is not None
         # a single message's encoding is bytes of its own, never a view of the scratch
         assert isinstance(encoded.data, bytes)
-        return acc.add(
-            key,
-            encoded.data,
-            encoded.msg_ids[0],
-            encoded.sizes[0],
-            msg,
-            waiter,
-            caller_sends=isinstance(waiter, SyncWaiter),
-        )
+        return acc.add(key, encoded.data, encoded.msg_ids[0], encoded.sizes[0], msg, waiter)
 
     def _wait(self, waiter: SyncWaiter) -> SendResult:
         """A sync send's result from its batch: its wait behind the batch on the wire and
@@ -612,7 +602,7 @@ class Producer:
             raise RemotingTimeoutError(f"no answer for an auto-batched send within {limit_s:.1f} s")
         return result
 
-    def _send_gathered(self, key: BatchKey, batch: Gathered) -> SendResult:
+    def _send_gathered(self, key: BatchKey, batch: Gathered, done: Done) -> None:
         topic, queue, is_async = key
         encoded = _Encoded(topic, b"".join(batch.parts), batch.ids, batch.sizes, None)
         retries = (
@@ -621,22 +611,20 @@ class Producer:
             else self.retry_times_when_send_failed
         )
         msgs = batch.msgs
-        return self._send(encoded, msgs[0] if len(msgs) == 1 else msgs, retries, queue=queue)
+        self._send_async(encoded, msgs[0] if len(msgs) == 1 else msgs, retries, done, queue=queue)
 
     def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None) -> None:
-        """Send without waiting for (or retrying on) the answer."""
+        """Send without waiting for (or retrying on) the answer (RocketMQ's ONEWAY: the
+        broker does not answer)."""
         self.start()
         encoded = self._encode_one(msg)
-        executor = self._executor
-        if executor is None:
-            raise PyMQError("this producer was shut down")
-        executor.submit(self._oneway, encoded, msg, queue)
-
-    def _oneway(self, encoded: _Encoded, msg: Message, queue: MessageQueue | None) -> None:
-        try:
-            self._send(encoded, msg, 0, queue=queue)
-        except PyMQError as exc:
-            log.debug("oneway send failed: %s", exc)
+        info = self.publish_info(encoded.topic)
+        mq = self._pick_queue(info, None, queue, None)
+        addr = info.broker_addrs.get(mq.broker_name)
+        if addr is None:
+            raise TopicNotExistError(f"broker {mq.broker_name} has no master address")
+        cmd = self._send_command(mq, encoded)
+        self.rpc.client.invoke_oneway(addr, cmd)
 
     def _pick_queue(
         self,
@@ -718,9 +706,9 @@ class Producer:
             )
         raise last_error
 
-    def _send_once(
-        self, addr: str, mq: MessageQueue, encoded: _Encoded, timeout_ms: float
-    ) -> SendResult:
+    def _send_command(self, mq: MessageQueue, encoded: _Encoded) -> RemotingCommand:
+        """SEND_BATCH_MESSAGE of ``encoded`` to ``mq`` (one message is a batch of one;
+        the broker applies the single-message rules to it)."""
         compression = encoded.compression
         key = (mq.topic, mq.queue_id, compression)
         ext = self._headers.get(key)
@@ -739,17 +727,21 @@ class Producer:
                 V2["unitMode"]: "false",
                 V2["batch"]: "true",
                 V2["brokerName"]: mq.broker_name,
-                "offsetRuns": "true",
+                "offsetRuns": "true",  # pymq's broker: where a batch landed, not every msgId
             }
             if len(self._headers) < 65_536:
                 self._headers[key] = ext
         ext = dict(ext)
         ext[V2["bornTimestamp"]] = str(int(time.time() * 1000))
-        resp = self.rpc.call(
-            addr, RequestCode.SEND_BATCH_MESSAGE, ext, encoded.data,
-            timeout_s=timeout_ms / 1000, ok=_STORED,
-        )  # fmt: skip
-        status = _STORED[ResponseCode(resp.code)]
+        return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, ext, encoded.data)
+
+    def _result_of(
+        self, addr: str, mq: MessageQueue, encoded: _Encoded, resp: RemotingCommand
+    ) -> SendResult:
+        """The answer to a send as a ``SendResult``, or the error it carries."""
+        status = _STORED.get(resp.code)
+        if status is None:
+            raise error_for_response(addr, resp)
         r = resp.ext
         queue = MessageQueue(mq.topic, mq.broker_name, int(r["queueId"]))
         queue_offset = int(r["queueOffset"])
@@ -769,6 +761,151 @@ class Producer:
 
         return SendResult.of_batch(status, queue, queue_offset, encoded.msg_ids, offset_ids)
 
+    def _send_once(
+        self, addr: str, mq: MessageQueue, encoded: _Encoded, timeout_ms: float
+    ) -> SendResult:
+        cmd = self._send_command(mq, encoded)
+        resp = self.rpc.client.invoke(addr, cmd, timeout_ms / 1000)
+        return self._result_of(addr, mq, encoded, resp)
+
+    # -- the asynchronous send path ----------------------------------------------------
+
+    def _send_async(
+        self,
+        encoded: _Encoded,
+        msg: Message | list[Message],
+        retries: int,
+        done: Done,
+        *,
+        queue: MessageQueue | None = None,
+        sharding_key: str | None = None,
+    ) -> None:
+        """The send path of ``_send`` without a thread waiting: each attempt is a request
+        in flight whose answer (or timeout) decides; ``done(result, error)`` runs once."""
+        deadline = time.monotonic() + self.send_msg_timeout_ms / 1000
+        state = _AsyncSend(encoded, msg, 1 + retries, deadline, queue, sharding_key, done)
+        self._attempt_async(state)
+
+    def _attempt_async(self, st: _AsyncSend) -> None:
+        topic = st.encoded.topic
+        while st.attempt < st.attempts:
+            remaining_ms = (st.deadline - time.monotonic()) * 1000
+            if remaining_ms <= 0:
+                break
+            attempt = st.attempt
+            st.attempt += 1
+            try:
+                info = self.publish_info(topic)
+            except PyMQError as exc:
+                st.done(None, exc)
+                return
+            mq = self._pick_queue(info, st.last_broker, st.queue, st.sharding_key)
+            addr = info.broker_addrs.get(mq.broker_name)
+            if addr is None:
+                st.last_error = TopicNotExistError(f"broker {mq.broker_name} has no master address")
+                st.last_broker = mq.broker_name
+                continue
+            ctx = SendContext(self.group, st.msg, mq, mq.broker_name, addr, attempt)
+            self._hooks_before(ctx)
+            timeout_s = split_send_timeout(remaining_ms, st.attempts - attempt) / 1000
+            t0 = time.monotonic()
+
+            def answered(
+                resp: RemotingCommand | None,
+                err: BaseException | None,
+                mq: MessageQueue = mq,
+                addr: str = addr,
+                ctx: SendContext = ctx,
+                t0: float = t0,
+            ) -> None:
+                self._answered_async(st, mq, addr, ctx, t0, resp, err)
+
+            try:
+                conn = self.rpc.client.connection(addr)
+                conn.invoke_async(self._send_command(mq, st.encoded), answered, timeout_s)
+            except PyMQError as exc:
+                if self._failed_async(st, mq, ctx, t0, exc):
+                    continue
+                return
+            return
+        st.done(None, st.last_error or _timed_out(topic, self.send_msg_timeout_ms))
+
+    def _answered_async(
+        self,
+        st: _AsyncSend,
+        mq: MessageQueue,
+        addr: str,
+        ctx: SendContext,
+        t0: float,
+        resp: RemotingCommand | None,
+        err: BaseException | None,
+    ) -> None:
+        """A send's answer, on the connection's reader thread (or the timeout's)."""
+        result: SendResult | None = None
+        if resp is not None:
+            try:
+                result = self._result_of(addr, mq, st.encoded, resp)
+            except PyMQError as exc:
+                err = exc
+            except Exception as exc:  # noqa: BLE001 - a defect: the sender learns it
+                st.done(None, exc)
+                return
+        if result is None:
+            failure = err if isinstance(err, PyMQError) else RemotingError(str(err))
+            if self._failed_async(st, mq, ctx, t0, failure):
+                self._retry_async(st, failure)
+            return
+        ctx.latency_ms = (time.monotonic() - t0) * 1000
+        ctx.result = result
+        self.fault_strategy.update_fault_item(mq.broker_name, ctx.latency_ms, isolation=False)
+        self._hooks_after(ctx)
+        if (
+            result.status is not SendStatus.SEND_OK
+            and self.retry_another_broker_when_not_store_ok
+            and st.attempt < st.attempts
+        ):
+            st.last_broker = mq.broker_name
+            self._retry_async(st, None)
+            return
+        st.done(result, None)
+
+    def _failed_async(
+        self, st: _AsyncSend, mq: MessageQueue, ctx: SendContext, t0: float, exc: PyMQError
+    ) -> bool:
+        """Record a failed attempt; True if another may follow, else ``done`` was called."""
+        ctx.latency_ms = (time.monotonic() - t0) * 1000
+        ctx.exception = exc
+        self.fault_strategy.update_fault_item(
+            mq.broker_name, ctx.latency_ms, isolation=exc.retriable
+        )
+        self._hooks_after(ctx)
+        if not (exc.retriable or exc.invalid_metadata) or st.attempt >= st.attempts:
+            st.done(None, exc)
+            return False
+        log.debug("send attempt %d to %s failed: %s", st.attempt, mq.broker_name, exc)
+        st.last_error, st.last_broker = exc, mq.broker_name
+        return True
+
+    def _retry_async(self, st: _AsyncSend, exc: PyMQError | None) -> None:
+        """The next attempt, on the producer's pool: it may look a route up (blocking),
+        which must not hold a connection's reader thread."""
+
+        def run() -> None:
+            if exc is not None and exc.invalid_metadata:
+                try:
+                    self._refresh_route(st.encoded.topic)
+                except PyMQError as refresh_error:
+                    log.debug("refreshing the route failed: %s", refresh_error)
+            self._attempt_async(st)
+
+        executor = self._executor
+        try:
+            if executor is None:
+                raise RuntimeError("shut down")
+            executor.submit(run)
+        except RuntimeError:  # shut down: the send ends with its last error
+            st.done(None, st.last_error or PyMQError("this producer was shut down"))
+
     def _hooks_before(self, ctx: SendContext) -> None:
         for hook in self._hooks:
             try:
@@ -782,6 +919,63 @@ class Producer:
                 hook.send_message_after(ctx)
             except Exception:  # a broken hook must not break sending; it is logged
                 log.exception("send hook %r failed after a send", hook)
+
+
+class _AsyncSend:
+    """One asynchronous send across its attempts."""
+
+    __slots__ = (
+        "attempt", "attempts", "deadline", "done", "encoded", "last_broker", "last_error",
+        "msg", "queue", "sharding_key",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        encoded: _Encoded,
+        msg: Message | list[Message],
+        attempts: int,
+        deadline: float,
+        queue: MessageQueue | None,
+        sharding_key: str | None,
+        done: Done,
+    ) -> None:
+        self.encoded = encoded
+        self.msg = msg
+        self.attempts = attempts
+        self.attempt = 0
+        self.deadline = deadline
+        self.queue = queue
+        self.sharding_key = sharding_key
+        self.done = _once(done)
+        self.last_broker: str | None = None
+        self.last_error: PyMQError | None = None
+
+
+def _once(done: Done) -> Done:
+    fired = threading.Lock()
+
+    def call(result: SendResult | None, error: BaseException | None) -> None:
+        if fired.acquire(blocking=False):
+            done(result, error)
+
+    return call
+
+
+def _settle(future: Future[SendResult]) -> Done:
+    def done(result: SendResult | None, error: BaseException | None) -> None:
+        with contextlib.suppress(InvalidStateError):  # cancelled by its caller
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)  # type: ignore[arg-type]
+
+    return done
+
+
+def _timed_out(topic: str, budget_ms: int) -> RemotingTimeoutError:
+    return RemotingTimeoutError(
+        f"send to {topic} timed out after {budget_ms} ms (send_msg_timeout_ms)"
+    )
 
 
 def _run_callback(

@@ -19,10 +19,12 @@ may or may not have been processed).
 from __future__ import annotations
 
 import contextlib
+import heapq
 import itertools
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 from connector.errors import ConnectError, RemotingError, RemotingTimeoutError
@@ -80,6 +82,44 @@ class _Call:
             self.lock.release()
 
 
+class Timeouts:
+    """Fails async requests that were not answered in time: one thread a client,
+    started with the first such request, waking every ``TICK_S`` (RocketMQ scans its
+    response table every second; this is finer, and as cheap while nothing is due)."""
+
+    TICK_S = 0.01
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, int, RemotingConnection, int, float]] = []
+        self._seq = itertools.count()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def watch(self, conn: RemotingConnection, opaque: int, code: int, timeout_s: float) -> None:
+        entry = (time.monotonic() + timeout_s, next(self._seq), opaque, conn, code, timeout_s)
+        with self._lock:
+            heapq.heappush(self._heap, entry)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="pymq-remoting-timeouts", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.TICK_S):
+            now = time.monotonic()
+            due = []
+            with self._lock:
+                while self._heap and self._heap[0][0] <= now:
+                    due.append(heapq.heappop(self._heap))
+            for _, _, opaque, conn, code, timeout_s in due:
+                conn.expire(opaque, code, timeout_s)
+
+    def close(self) -> None:
+        self._stop.set()
+
+
 class RemotingConnection:
     """One connection to a server; thread-safe."""
 
@@ -90,8 +130,10 @@ class RemotingConnection:
         connect_timeout_s: float = 3.0,
         on_request: RequestHandler | None = None,
         on_close: Callable[[RemotingConnection], None] | None = None,
+        timeouts: Timeouts | None = None,
     ) -> None:
         self.addr = addr
+        self.timeouts = timeouts
         host, port = split_addr(addr)
         try:
             sock = socket.create_connection((host, port), connect_timeout_s)
@@ -156,9 +198,12 @@ class RemotingConnection:
         assert call.response is not None
         return call.response
 
-    def invoke_async(self, cmd: RemotingCommand, callback: Callback) -> int:
-        """Send a request; ``callback(response, error)`` runs on the reader thread when it
-        is answered or the connection breaks. The caller times it out with ``cancel``."""
+    def invoke_async(
+        self, cmd: RemotingCommand, callback: Callback, timeout_s: float | None = None
+    ) -> int:
+        """Send a request; ``callback(response, error)`` runs once: on the reader thread
+        when it is answered or the connection breaks, or on the client's timer thread
+        with a ``RemotingTimeoutError`` after ``timeout_s`` (needs ``timeouts``)."""
         call = _Call(callback)
         self._register(cmd, call)
         try:
@@ -166,7 +211,20 @@ class RemotingConnection:
         except RemotingError:
             self._calls.pop(cmd.opaque, None)
             raise
+        if timeout_s is not None and self.timeouts is not None:
+            self.timeouts.watch(self, cmd.opaque, cmd.code, timeout_s)
         return cmd.opaque
+
+    def expire(self, opaque: int, code: int, timeout_s: float) -> None:
+        """The timer's verdict: a request still unanswered fails with a timeout."""
+        call = self._calls.pop(opaque, None)
+        if call is not None:
+            call.done(
+                None,
+                RemotingTimeoutError(
+                    f"no answer from {self.addr} within {timeout_s * 1000:.0f} ms (code {code})"
+                ),
+            )
 
     def cancel(self, opaque: int) -> bool:
         """Forget a request in flight (its answer, if it comes, is dropped); False if it
@@ -237,6 +295,7 @@ class RemotingClient:
     ) -> None:
         self.connect_timeout_s = connect_timeout_s
         self.on_request = on_request
+        self.timeouts = Timeouts()
         self._conns: dict[str, RemotingConnection] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -254,6 +313,7 @@ class RemotingClient:
             connect_timeout_s=self.connect_timeout_s,
             on_request=self.on_request,
             on_close=self._forget,
+            timeouts=self.timeouts,
         )
         with self._lock:
             current = self._conns.get(addr)
@@ -286,3 +346,4 @@ class RemotingClient:
             conns, self._conns = list(self._conns.values()), {}
         for conn in conns:
             conn.close()
+        self.timeouts.close()

@@ -16,6 +16,7 @@ import pytest
 from connector.client.accumulator import (
     IN_FLIGHT_PER_KEY,
     BatchKey,
+    Done,
     Gathered,
     ProduceAccumulator,
     SyncWaiter,
@@ -31,38 +32,60 @@ QUEUE = MessageQueue("T", "broker-a", 3)
 
 
 class Wire:
-    """A sender whose batches stay in flight until ``release`` (or answer at once)."""
+    """A sender whose batches stay in flight until ``release`` answers them (or that
+    answers at once, with ``hold=False``), as a connection's reader thread would."""
 
     def __init__(self, *, hold: bool = True) -> None:
         self.batches: list[list[str]] = []
         self.sent = threading.Semaphore(0)
-        self.gate = threading.Semaphore(0)
         self.hold = hold
         self.fail: BaseException | None = None
+        self._lock = threading.Lock()
+        self._pending: list[tuple[Gathered, Done]] = []
+        self._credits = 0
 
-    def __call__(self, key: BatchKey, batch: Gathered) -> SendResult:
+    def __call__(self, key: BatchKey, batch: Gathered, done: Done) -> None:
         self.batches.append(list(batch.ids))
         self.sent.release()
-        if self.hold:
-            assert self.gate.acquire(timeout=10), "the test never released a batch"
+        with self._lock:
+            now = not self.hold or self._credits > 0
+            if now and self.hold:
+                self._credits -= 1
+            if not now:
+                self._pending.append((batch, done))
+        if now:
+            self._answer(batch, done)
+
+    def _answer(self, batch: Gathered, done: Done) -> None:
         if self.fail is not None:
-            raise self.fail
+            if not isinstance(self.fail, Exception):
+                raise self.fail  # a KeyboardInterrupt in the thread that sends
+            done(None, self.fail)
+            return
         offsets = tuple(f"OFF-{i}" for i in batch.ids)
-        return SendResult.of_batch(SendStatus.SEND_OK, QUEUE, 100, batch.ids, lambda: offsets)
+        done(SendResult.of_batch(SendStatus.SEND_OK, QUEUE, 100, batch.ids, lambda: offsets), None)
 
     def wait_sent(self, count: int) -> None:
         for _ in range(count):
             assert self.sent.acquire(timeout=10), "a batch was never sent"
 
     def release(self, count: int = 1) -> None:
-        for _ in range(count):
-            self.gate.release()
+        """Answer the ``count`` oldest batches in flight (or the next ones sent)."""
+        with self._lock:
+            self._credits += count
+        while True:
+            with self._lock:
+                if not self._pending or self._credits <= 0:
+                    return
+                self._credits -= 1
+                batch, done = self._pending.pop(0)
+            self._answer(batch, done)
 
 
 def accumulator(wire: Wire, **kw: int) -> ProduceAccumulator:
     opts = {"max_delay_ms": 10_000, "max_bytes": 1 << 20, "total_max_bytes": 1 << 30}
     opts.update(kw)
-    return ProduceAccumulator(wire, workers=8, name="test", **opts)
+    return ProduceAccumulator(wire, name="test", **opts)
 
 
 def add(acc: ProduceAccumulator, msg_id: str, size: int = 10, key: BatchKey = KEY) -> Future:
@@ -164,23 +187,23 @@ def test_every_waiter_of_a_failed_batch_gets_the_error() -> None:
         for f in futures:
             assert isinstance(f.exception(10), RemotingTimeoutError)
         waiter = SyncWaiter()
-        assert acc.add(KEY, b"z", "s", 1, Message("T", b"z"), waiter, caller_sends=True)
+        assert acc.add(KEY, b"z", "s", 1, Message("T", b"z"), waiter)
         with pytest.raises(RemotingTimeoutError, match="did not answer"):
             waiter.wait(10)
     finally:
         acc.close()
 
 
-def test_a_sync_caller_sends_its_own_batch_when_the_wire_is_free() -> None:
+def test_a_caller_starts_its_own_batch_when_the_wire_is_free() -> None:
     wire = Wire(hold=False)
     acc = accumulator(wire)
     try:
         waiter = SyncWaiter()
         threads_before = threading.active_count()
-        assert acc.add(KEY, b"z", "s1", 1, Message("T", b"z"), waiter, caller_sends=True)
+        assert acc.add(KEY, b"z", "s1", 1, Message("T", b"z"), waiter)
         result = waiter.wait(0)  # answered before add returned: this thread sent it
         assert result is not None and result.msg_id == "s1"
-        assert threading.active_count() == threads_before  # no pool thread was needed
+        assert threading.active_count() == threads_before  # no thread was needed
     finally:
         acc.close()
 
@@ -222,7 +245,7 @@ def test_an_interrupted_caller_leaves_the_accumulator_usable() -> None:
         wire.fail = KeyboardInterrupt()
         waiter = SyncWaiter()
         with pytest.raises(KeyboardInterrupt):
-            acc.add(KEY, b"z", "i1", 1, Message("T", b"z"), waiter, caller_sends=True)
+            acc.add(KEY, b"z", "i1", 1, Message("T", b"z"), waiter)
         with pytest.raises(KeyboardInterrupt):
             waiter.wait(0)
         wire.fail = None
