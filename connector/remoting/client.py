@@ -1,10 +1,14 @@
 """Blocking remoting connections: many requests in flight on one socket.
 
-A ``RemotingConnection`` writes requests from any thread (under a lock) and
-has one reader thread that cuts answers out of the stream and hands each to
-its caller by ``opaque``; answers may come in any order. Requests the
-server sends to the client (NOTIFY_CONSUMER_IDS_CHANGED,
-CHECK_TRANSACTION_STATE) go to ``on_request``, called on the reader thread.
+A ``RemotingConnection`` writes requests from any thread (under a lock);
+answers are cut out of the stream and handed to their callers by
+``opaque``, in any order. Who reads: while every request in flight has a
+caller waiting for it (sync calls), one of those callers reads for all
+(leader/follower: no thread wake-up between the socket and a lone caller);
+from the first asynchronous request on (a callback instead of a waiting
+caller), or when the client takes requests from the server
+(NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE: ``on_request``), a
+reader thread of the connection reads for good.
 
 ``RemotingClient`` keeps one connection per address, shared by every thread
 of a client (RocketMQ's NettyRemotingClient channel table), and replaces a
@@ -23,6 +27,7 @@ import heapq
 import itertools
 import logging
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -42,10 +47,16 @@ __all__ = ["RemotingClient", "RemotingConnection", "split_addr"]
 log = logging.getLogger(__name__)
 
 _RECV = 256 * 1024
+_READ_SLICE_S = 0.05  # a reader checks its deadline (and whether to hand over) this often
 _SMALL_BODY = 16 * 1024  # below this a frame is joined into one bytes before sending
 
 RequestHandler = Callable[["RemotingConnection", RemotingCommand], None]
 Callback = Callable[[RemotingCommand | None, BaseException | None], None]
+
+
+def _timeval(seconds: float) -> bytes:
+    whole = int(seconds)
+    return struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -57,13 +68,14 @@ def split_addr(addr: str) -> tuple[str, int]:
 
 class _Call:
     """One request waiting for its answer: a lock released when it comes (the cheapest
-    wake-up between two threads), or a callback run on the reader thread."""
+    wake-up between two threads), or a callback run by whoever reads the answer."""
 
-    __slots__ = ("callback", "error", "lock", "response")
+    __slots__ = ("callback", "error", "finished", "lock", "response")
 
     def __init__(self, callback: Callback | None = None) -> None:
         self.response: RemotingCommand | None = None
         self.error: BaseException | None = None
+        self.finished = False
         self.callback = callback
         self.lock: threading.Lock | None = None
         if callback is None:
@@ -72,13 +84,19 @@ class _Call:
 
     def done(self, response: RemotingCommand | None, error: BaseException | None) -> None:
         self.response, self.error = response, error
+        self.finished = True
         if self.callback is not None:
             try:
                 self.callback(response, error)
             except Exception:  # the caller's callback: log, keep reading
                 log.exception("remoting callback failed")
         else:
-            assert self.lock is not None
+            self.wake()
+
+    def wake(self) -> None:
+        """Wake the waiting thread (its answer came, or it is to read for everyone)."""
+        assert self.lock is not None
+        with contextlib.suppress(RuntimeError):  # already woken, not yet waiting again
             self.lock.release()
 
 
@@ -142,7 +160,10 @@ class RemotingConnection:
         except OSError as exc:
             raise ConnectError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # blocking, with a kernel receive timeout: whoever reads wakes every slice to
+        # check its deadline (Python's own timeouts cost a poll() before every recv)
         sock.settimeout(None)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(_READ_SLICE_S))
         self._sock = sock
         self._send_lock = threading.Lock()
         self._calls: dict[int, _Call] = {}
@@ -150,10 +171,25 @@ class RemotingConnection:
         self._on_request = on_request
         self._on_close = on_close
         self.closed = False
-        self._reader = threading.Thread(
-            target=self._read_loop, name=f"pymq-remoting-{addr}", daemon=True
-        )
-        self._reader.start()
+        self._decoder = FrameDecoder()
+        self._read_lock = threading.Lock()  # held by whoever reads the socket now
+        self._reader: threading.Thread | None = None
+        self._reader_lock = threading.Lock()
+        if on_request is not None:  # the server may call at any time: always read
+            self.start_reader()
+
+    def start_reader(self) -> None:
+        """From now on a thread of its own reads every answer (needed once answers go
+        to callbacks, or the server may send requests); until then a caller waiting
+        for its answer reads the socket itself, which saves two thread wake-ups."""
+        if self._reader is not None:
+            return
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = threading.Thread(
+                    target=self._read_loop, name=f"pymq-remoting-{self.addr}", daemon=True
+                )
+                self._reader.start()
 
     # -- requests ----------------------------------------------------------------------
 
@@ -179,7 +215,12 @@ class RemotingConnection:
         self._calls[cmd.opaque] = call
 
     def invoke(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        """Send a request and wait for its answer."""
+        """Send a request and wait for its answer.
+
+        Without a reader thread, one waiting caller at a time reads the socket for
+        everyone (handing each answer to its caller) until its own answer is in,
+        then wakes another waiting caller to take over.
+        """
         call = _Call()
         self._register(cmd, call)
         try:
@@ -187,16 +228,45 @@ class RemotingConnection:
         except RemotingError:
             self._calls.pop(cmd.opaque, None)
             raise
-        assert call.lock is not None
-        if not call.lock.acquire(timeout=max(timeout_s, 0.0)):
+        lock = call.lock
+        assert lock is not None
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        while not call.finished:
+            if self._reader is None and self._read_lock.acquire(blocking=False):
+                try:
+                    self._read_until(call, deadline)
+                finally:
+                    self._read_lock.release()
+                    self._hand_over()
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0 or not lock.acquire(timeout=left):
+                    break
+            if time.monotonic() >= deadline:
+                break
+        if not call.finished:
             self._calls.pop(cmd.opaque, None)
-            raise RemotingTimeoutError(
-                f"no answer from {self.addr} within {timeout_s * 1000:.0f} ms (code {cmd.code})"
-            )
+            if not call.finished:
+                raise RemotingTimeoutError(
+                    f"no answer from {self.addr} within {timeout_s * 1000:.0f} ms (code {cmd.code})"
+                )
         if call.error is not None:
             raise call.error
         assert call.response is not None
         return call.response
+
+    def _read_until(self, call: _Call, deadline: float) -> None:
+        """Read (holding the read lock) until ``call`` is answered or its time is up."""
+        while not call.finished and not self.closed:
+            if not self._read_some() and time.monotonic() >= deadline:
+                return
+
+    def _hand_over(self) -> None:
+        """Wake one caller still waiting, to read for the others."""
+        for other in list(self._calls.values()):
+            if other.lock is not None and not other.finished:
+                other.wake()
+                return
 
     def invoke_async(
         self, cmd: RemotingCommand, callback: Callback, timeout_s: float | None = None
@@ -204,6 +274,7 @@ class RemotingConnection:
         """Send a request; ``callback(response, error)`` runs once: on the reader thread
         when it is answered or the connection breaks, or on the client's timer thread
         with a ``RemotingTimeoutError`` after ``timeout_s`` (needs ``timeouts``)."""
+        self.start_reader()
         call = _Call(callback)
         self._register(cmd, call)
         try:
@@ -242,32 +313,41 @@ class RemotingConnection:
 
     # -- reading -----------------------------------------------------------------------
 
-    def _read_loop(self) -> None:
-        decoder = FrameDecoder()
-        sock = self._sock
-        error: RemotingError | None = None
+    def _read_some(self) -> bool:
+        """One recv (at most a read slice long) and the frames it completes, each
+        answer handed to its caller; False if nothing came. Read lock held."""
         try:
-            while True:
-                data = sock.recv(_RECV)
-                if not data:
-                    error = RemotingError(f"{self.addr} closed the connection")
-                    break
-                for cmd in decoder.feed(data):
-                    if cmd.is_response:
-                        call = self._calls.pop(cmd.opaque, None)
-                        if call is not None:
-                            call.done(cmd, None)
-                    elif self._on_request is not None:
-                        self._on_request(self, cmd)
+            data = self._sock.recv(_RECV)
+        except (BlockingIOError, TimeoutError):  # the slice ended (SO_RCVTIMEO)
+            return False
+        except OSError as exc:
+            self.close(RemotingError(f"connection to {self.addr} broke: {exc.strerror or exc}"))
+            return False
+        if not data:
+            self.close(RemotingError(f"{self.addr} closed the connection"))
+            return False
+        try:
+            commands = self._decoder.feed(data)
         except FrameError as exc:
             log.warning("closing the connection to %s: %s", self.addr, exc)
-            error = RemotingError(f"{self.addr} sent a frame that does not parse: {exc}")
-        except OSError as exc:
-            error = RemotingError(f"connection to {self.addr} broke: {exc.strerror or exc}")
-        except Exception as exc:  # a defect in a handler: the connection ends, loudly
-            log.exception("remoting reader of %s failed", self.addr)
-            error = RemotingError(f"connection to {self.addr} failed: {exc}")
-        self.close(error)
+            self.close(RemotingError(f"{self.addr} sent a frame that does not parse: {exc}"))
+            return False
+        for cmd in commands:
+            if cmd.is_response:
+                call = self._calls.pop(cmd.opaque, None)
+                if call is not None:
+                    call.done(cmd, None)
+            elif self._on_request is not None:
+                try:
+                    self._on_request(self, cmd)
+                except Exception:  # a defect in a handler: logged, the connection goes on
+                    log.exception("handling request code %d from %s failed", cmd.code, self.addr)
+        return True
+
+    def _read_loop(self) -> None:
+        with self._read_lock:  # once started, this thread reads for good
+            while not self.closed:
+                self._read_some()
 
     def close(self, error: RemotingError | None = None) -> None:
         if self.closed:
