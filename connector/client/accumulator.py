@@ -130,8 +130,10 @@ class ProduceAccumulator:
         max_bytes: int,
         total_max_bytes: int,
         name: str,
+        on_settled: Callable[[BatchKey, int], None] | None = None,
     ) -> None:
         self._send = send
+        self._on_settled = on_settled  # after a batch's waiters were told: its size
         self.max_delay_s = max_delay_ms / 1000
         self.max_bytes = max_bytes
         self.total_max_bytes = total_max_bytes
@@ -248,6 +250,8 @@ class ProduceAccumulator:
             for waiter in batch.waiters:
                 with contextlib.suppress(InvalidStateError):
                     waiter.set_exception(err)
+        if self._on_settled is not None:
+            self._on_settled(key, len(batch.waiters))
         with self._lock:
             self._unsettled -= 1
             if not self._unsettled:

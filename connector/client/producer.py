@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import socket
+import struct
 import threading
 import time
 import zlib
@@ -60,13 +61,13 @@ from connector.errors import (
     RemotingTimeoutError,
     TopicNotExistError,
 )
-from connector.protocol.batch import PreparedBatch, encode_batch
+from connector.protocol.batch import BATCH_ENTRY_OVERHEAD, PreparedBatch, encode_batch
 from connector.protocol.compression import CompressionType, compress
 from connector.protocol.message import Message, MessageQueue, SysFlag
 from connector.protocol.msgid import IdBlock, UniqKeyGenerator, offset_msg_ids
 from connector.protocol.names import DEFAULT_TOPIC, validate_group, validate_topic
 from connector.protocol.properties import PropertyKeys, encode_properties
-from connector.protocol.record import record_size
+from connector.protocol.record import MESSAGE_MAGIC_CODE, record_size
 from connector.protocol.remoting import SEND_V2_LETTERS as V2
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.status import SendStatus
@@ -76,6 +77,8 @@ __all__ = ["Producer"]
 
 log = logging.getLogger(__name__)
 MiB = 1 << 20
+_ENTRY_HEAD = struct.Struct(">iIiii")  # a batch entry: TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN
+_PROPLEN = struct.Struct(">h")
 # answers that mean "stored" (the producer's SendStatus)
 _STORED: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
@@ -185,7 +188,7 @@ class Producer:
         self._routes_lock = threading.Lock()
         self._local = threading.local()  # per thread: the batch encoding scratch
         self._headers: dict[tuple[str, int, CompressionType | None], dict[str, str]] = {}
-        self._async_slots = threading.BoundedSemaphore(client_async_semaphore_value)
+        self._async_slots = _Slots(client_async_semaphore_value)
         self._async_workers = async_workers
         self._executor: ThreadPoolExecutor | None = None
         self._stop = threading.Event()
@@ -208,6 +211,7 @@ class Producer:
                 )
                 self._accumulator = ProduceAccumulator(
                     self._send_gathered,
+                    on_settled=self._batch_settled,
                     max_delay_ms=self.batch_max_delay_ms,
                     max_bytes=self.batch_max_bytes,
                     total_max_bytes=self.total_batch_max_bytes,
@@ -344,6 +348,13 @@ class Producer:
             raise MessageTooLargeError(len(msg.body), self.max_message_size)
 
     def _encode_one(self, msg: Message) -> _Encoded:
+        body = msg.body
+        if (
+            type(body) is bytes
+            and 0 < len(body) <= self.compress_msg_body_over_howmuch
+            and not (msg._keys or msg.properties or msg.delay_level or msg.flag)
+        ):  # the common case, without a properties dict: ~2x faster per message
+            return self._encode_plain_one(msg, body)
         self._check(msg)
         props = msg.all_properties()
         uniq = props.get(PropertyKeys.UNIQ_KEY) or self._uniq.next_id()
@@ -357,6 +368,32 @@ class Producer:
         size = record_size(len(body), len(msg.topic.encode()), len(encoded_props))
         data = encode_batch([(body, msg.flag, encoded_props)])
         return _Encoded(msg.topic, data, [uniq], [size], compression)
+
+    def _encode_plain_one(self, msg: Message, body: bytes) -> _Encoded:
+        """A message of only a body (and perhaps tags), encoded as ``_encode_one`` would
+        (the same batch entry, byte for byte)."""
+        topic = msg.topic
+        validate_topic(topic)
+        tags = msg.tags
+        uniq = self._uniq.next_id()
+        props = b"UNIQ_KEY\x01" + uniq.encode() + b"\x02"
+        if tags:
+            msg.validate()
+            props = b"TAGS\x01" + tags.encode() + b"\x02" + props
+        n, plen = len(body), len(props)
+        data = b"".join(
+            (
+                _ENTRY_HEAD.pack(
+                    BATCH_ENTRY_OVERHEAD + n + plen, MESSAGE_MAGIC_CODE,
+                    zlib.crc32(body) & 0x7FFFFFFF, 0, n,
+                ),
+                body,
+                _PROPLEN.pack(plen),
+                props,
+            )
+        )  # fmt: skip
+        size = record_size(n, len(topic.encode()), plen)
+        return _Encoded(topic, data, [uniq], [size], None)
 
     def _encode_batch(self, msgs: Sequence[Message], *, scratch: bool = False) -> _Encoded:
         if not msgs:
@@ -547,26 +584,29 @@ class Producer:
         if not self._async_slots.acquire(timeout=self.send_msg_timeout_ms / 1000):
             raise BrokerBusyError("too many async sends in flight (client_async_semaphore_value)")
         future: Future[SendResult] = Future()
-        future.add_done_callback(self._release_slot)
         if callback is not None:
             future.add_done_callback(lambda f: _run_callback(callback, f))
         try:
+            # a gathered message's slot comes back with its batch (_batch_settled)
             if self._gathers(encoded, msg, sharding_key, None) and self._accumulator_add(
                 encoded, msg, (encoded.topic, queue, True), future
             ):
                 return future
             self._send_async(
-                encoded, msg, self.retry_times_when_send_async_failed, _settle(future),
+                encoded, msg, self.retry_times_when_send_async_failed,
+                _settle(future, self._async_slots),
                 queue=queue, sharding_key=sharding_key,
             )  # fmt: skip
         except BaseException as exc:
             if not future.done():
+                self._async_slots.release(1)
                 future.set_exception(exc)
             raise
         return future
 
-    def _release_slot(self, _: Future[SendResult]) -> None:
-        self._async_slots.release()
+    def _batch_settled(self, key: BatchKey, count: int) -> None:
+        if key[2]:  # async sends: their slots
+            self._async_slots.release(count)
 
     # -- auto-batching -----------------------------------------------------------------
 
@@ -921,6 +961,35 @@ class Producer:
                 log.exception("send hook %r failed after a send", hook)
 
 
+class _Slots:
+    """``client_async_semaphore_value``: async sends in flight, counted; a sender
+    waits only when all are taken (a semaphore costs a condition round per send)."""
+
+    __slots__ = ("_cond", "_free", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._free = limit
+        self._cond = threading.Condition(threading.Lock())
+
+    def acquire(self, timeout: float) -> bool:
+        with self._cond:
+            if self._free > 0:
+                self._free -= 1
+                return True
+            if not self._cond.wait_for(lambda: self._free > 0, timeout):
+                return False
+            self._free -= 1
+            return True
+
+    def release(self, count: int) -> None:
+        with self._cond:
+            waiting = self._free <= 0
+            self._free = min(self.limit, self._free + count)
+            if waiting:
+                self._cond.notify(count)
+
+
 class _AsyncSend:
     """One asynchronous send across its attempts."""
 
@@ -961,8 +1030,9 @@ def _once(done: Done) -> Done:
     return call
 
 
-def _settle(future: Future[SendResult]) -> Done:
+def _settle(future: Future[SendResult], slots: _Slots) -> Done:
     def done(result: SendResult | None, error: BaseException | None) -> None:
+        slots.release(1)
         with contextlib.suppress(InvalidStateError):  # cancelled by its caller
             if error is not None:
                 future.set_exception(error)
