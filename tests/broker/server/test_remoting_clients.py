@@ -1,0 +1,116 @@
+"""Consumer groups over remoting, against a real broker: HEART_BEAT records each group's
+live clients, GET_CONSUMER_LIST_BY_GROUP lists them, and every member is told
+(NOTIFY_CONSUMER_IDS_CHANGED, a request from the broker on the member's own connection)
+when one joins, unregisters or its connection closes. Every wait is bounded."""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Iterator
+
+import orjson
+import pytest
+from conftest import Servers
+
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+from connector.remoting.client import RemotingConnection
+
+GROUP = "CID_remoting_members"
+WAIT_S = 5.0
+
+
+class Member:
+    """A consumer of ``GROUP`` on a connection of its own, recording what the broker asks."""
+
+    def __init__(self, addr: str, client_id: str) -> None:
+        self.client_id = client_id
+        self.asked: queue.Queue[RemotingCommand] = queue.Queue()
+        self.conn = RemotingConnection(addr, on_request=lambda _c, cmd: self.asked.put(cmd))
+
+    def heartbeat(self) -> RemotingCommand:
+        body = {
+            "clientID": self.client_id,
+            "producerDataSet": [],
+            "consumerDataSet": [
+                {
+                    "groupName": GROUP,
+                    "consumeType": 1,  # numbers, as the C++ client sends the enums
+                    "messageModel": 1,
+                    "consumeFromWhere": 0,
+                    "subscriptionDataSet": [{"topic": "T", "subString": "A || B"}],
+                    "unitMode": False,
+                }
+            ],
+        }
+        cmd = RemotingCommand(RequestCode.HEART_BEAT, body=orjson.dumps(body))
+        return self.conn.invoke(cmd, WAIT_S)
+
+    def members(self) -> list[str]:
+        cmd = RemotingCommand(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP})
+        resp = self.conn.invoke(cmd, WAIT_S)
+        if resp.code != ResponseCode.SUCCESS:
+            return []
+        return list(orjson.loads(resp.body)["consumerIdList"])
+
+    def notified(self) -> RemotingCommand:
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            cmd = self.asked.get(timeout=max(0.0, deadline - time.monotonic()))
+            if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+                return cmd
+
+    def quiet(self) -> bool:
+        return self.asked.empty()
+
+
+@pytest.fixture
+def broker_addr(servers: Servers) -> Iterator[str]:
+    yield servers.broker().addr
+
+
+def test_members_are_listed_and_told_when_the_group_changes(broker_addr: str) -> None:
+    a = Member(broker_addr, "client-a")
+    b = Member(broker_addr, "client-b")
+    try:
+        assert a.heartbeat().code == ResponseCode.SUCCESS
+        assert a.notified().ext == {"consumerGroup": GROUP}  # joining changes the group
+        assert a.members() == ["client-a"]
+
+        assert b.heartbeat().code == ResponseCode.SUCCESS
+        a.notified()
+        b.notified()
+        assert a.members() == b.members() == ["client-a", "client-b"]
+
+        a.heartbeat()  # a heartbeat of a known member changes nothing
+        assert b.members() == ["client-a", "client-b"]
+
+        resp = b.conn.invoke(
+            RemotingCommand(
+                RequestCode.UNREGISTER_CLIENT, {"clientID": "client-b", "consumerGroup": GROUP}
+            ),
+            WAIT_S,
+        )
+        assert resp.code == ResponseCode.SUCCESS
+        a.notified()
+        assert a.members() == ["client-a"]
+
+        b.heartbeat()  # back in
+        a.notified()
+        b.conn.close()  # its connection closes: it leaves at once
+        a.notified()
+        assert a.members() == ["client-a"]
+    finally:
+        a.conn.close()
+        b.conn.close()
+
+
+def test_an_empty_group_has_no_consumer_list(broker_addr: str) -> None:
+    m = Member(broker_addr, "lonely")
+    try:
+        assert m.members() == []
+        resp = m.conn.invoke(RemotingCommand(RequestCode.HEART_BEAT, body=b"not json"), WAIT_S)
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "JSON" in (resp.remark or "")
+        assert m.members() == []
+    finally:
+        m.conn.close()
