@@ -14,53 +14,49 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import httpx
 
 from connector.protocol.batch import encode_batch
 from connector.protocol.msgid import UniqKeyGenerator
 from connector.protocol.properties import encode_properties
 from connector.protocol.scan import index_records
 from connector.protocol.wire import RECORDS_CONTENT_TYPE
-from connector.remoting import HttpConnection
 from connector.server.local import LocalCluster
 
 TOPIC = "DemoTopic"
 QUEUES = 4
-JSON_CT = {"content-type": "application/json"}
 
 
 def say(text: str) -> None:
     print(text, flush=True)
 
 
-def route_brokers(namesrv_http: str) -> dict[str, str]:
-    """Broker name -> its REST host:port, from the NameServer's REST route."""
-    conn = HttpConnection(namesrv_http)
+def route_brokers(http: httpx.Client, namesrv_http: str) -> dict[str, str]:
+    """Broker name -> its REST base URL, from the NameServer's REST route."""
     deadline = time.monotonic() + 20
     while True:
-        resp = conn.request("GET", f"/routes/{TOPIC}")
-        if resp.status == 200:
-            route = json.loads(resp.body)
-            brokers = {
-                b["broker_name"]: b["http_addrs"]["0"].split("://", 1)[-1] for b in route["brokers"]
-            }
+        resp = http.get(f"http://{namesrv_http}/routes/{TOPIC}")
+        if resp.status_code == 200:
+            brokers = {b["broker_name"]: b["http_addrs"]["0"] for b in resp.json()["brokers"]}
             if len(brokers) == 2:
                 return brokers
         if time.monotonic() > deadline:
-            raise SystemExit(f"the NameServer has no route for {TOPIC}: {resp.body!r}")
+            raise SystemExit(f"the NameServer has no route for {TOPIC}: {resp.content!r}")
         time.sleep(0.1)
 
 
-def send_all(brokers: dict[str, str], total: int) -> dict[tuple[str, int], list[str]]:
+def send_all(
+    http: httpx.Client, brokers: dict[str, str], total: int
+) -> dict[tuple[str, int], list[str]]:
     """Batches of 500 to every (broker, queue); returns body hashes per queue, in order."""
     uniq = UniqKeyGenerator()
     sent: dict[tuple[str, int], list[str]] = {}
     targets = [(name, q) for name in sorted(brokers) for q in range(QUEUES)]
-    conns = {name: HttpConnection(addr) for name, addr in brokers.items()}
     n = 0
     batch_no = 0
     while n < total:
@@ -71,30 +67,30 @@ def send_all(brokers: dict[str, str], total: int) -> dict[tuple[str, int], list[
             entries.append((body, 0, encode_properties({"UNIQ_KEY": uniq.next_id()})))
             sent.setdefault((name, q), []).append(hashlib.sha1(body).hexdigest())
             n += 1
-        resp = conns[name].request(
-            "POST", f"/topics/{TOPIC}/messages/batch?queue_id={q}", encode_batch(entries),
-            {"content-type": "application/octet-stream"}, timeout_s=30,
+        resp = http.post(
+            f"{brokers[name]}/topics/{TOPIC}/messages/batch", params={"queue_id": q},
+            content=encode_batch(entries), headers={"content-type": "application/octet-stream"},
         )  # fmt: skip
-        if resp.status != 200 or json.loads(resp.body)["status"] != "SEND_OK":
-            raise SystemExit(f"batch send failed: {resp.status} {resp.body[:200]!r}")
+        if resp.status_code != 200 or resp.json()["status"] != "SEND_OK":
+            raise SystemExit(f"batch send failed: {resp.status_code} {resp.content[:200]!r}")
         batch_no += 1
     return sent
 
 
-def read_all(brokers: dict[str, str]) -> dict[tuple[str, int], list[str]]:
+def read_all(http: httpx.Client, brokers: dict[str, str]) -> dict[tuple[str, int], list[str]]:
     got: dict[tuple[str, int], list[str]] = {}
-    for name, addr in brokers.items():
-        conn = HttpConnection(addr)
+    for name, url in brokers.items():
         for q in range(QUEUES):
             offset = 0
             while True:
-                resp = conn.request(
-                    "GET", f"/topics/{TOPIC}/queues/{q}/messages?offset={offset}&max=5000",
-                    None, {"accept": RECORDS_CONTENT_TYPE}, timeout_s=30,
-                )  # fmt: skip
+                resp = http.get(
+                    f"{url}/topics/{TOPIC}/queues/{q}/messages",
+                    params={"offset": offset, "max": 5000},
+                    headers={"accept": RECORDS_CONTENT_TYPE},
+                )
                 if resp.headers.get("x-pymq-status") != "FOUND":
                     break
-                index = index_records(resp.body)
+                index = index_records(resp.content)
                 got.setdefault((name, q), []).extend(
                     hashlib.sha1(b).hexdigest() for b in index.bodies()
                 )
@@ -116,37 +112,41 @@ def main() -> int:
     args = ap.parse_args()
     data = args.data or Path(tempfile.mkdtemp(prefix="pymq-demo-"))
     say(f"starting a NameServer and 2 SYNC_FLUSH brokers; data and logs under {data}")
-    with LocalCluster(data, brokers=2, namesrvs=1, broker_args=["--flush", "sync"]) as cluster:
+    with (
+        LocalCluster(data, brokers=2, namesrvs=1, broker_args=["--flush", "sync"]) as cluster,
+        httpx.Client(timeout=30, trust_env=False) as http,
+    ):
         for proc in [*cluster.namesrvs, *cluster.brokers]:
             say(f"  {proc.name:<10} remoting {proc.addr}, http http://{proc.http_addr}")
-        body = json.dumps({"read_queue_nums": QUEUES, "write_queue_nums": QUEUES, "perm": 6})
+        config = {"read_queue_nums": QUEUES, "write_queue_nums": QUEUES, "perm": 6}
         for b in cluster.brokers:
-            HttpConnection(b.http_addr).request("PUT", f"/topics/{TOPIC}", body.encode(), JSON_CT)
-        brokers = route_brokers(cluster.namesrvs[0].http_addr)
+            http.put(f"http://{b.http_addr}/topics/{TOPIC}", json=config).raise_for_status()
+        brokers = route_brokers(http, cluster.namesrvs[0].http_addr)
         say(f"route of {TOPIC} from the NameServer: {brokers}")
 
         t0 = time.perf_counter()
-        sent = send_all(brokers, args.messages)
+        sent = send_all(http, brokers, args.messages)
         send_s = time.perf_counter() - t0
         rate = args.messages / send_s
         say(f"sent {args.messages:,} messages in batches of 500 in {send_s:.2f} s")
         say(f"  ({rate:,.0f} msgs/s; each batch fsynced before its answer)")
 
-        a = HttpConnection(brokers["broker-a"])
-        keyed = a.request("POST", f"/topics/{TOPIC}/messages", json.dumps(
-            {"body": "an order", "keys": ["order-42"], "tags": "orders", "queue_id": 0}).encode(),
-            JSON_CT)  # fmt: skip
-        delayed = a.request("POST", f"/topics/{TOPIC}/messages", json.dumps(
-            {"body": "one second later", "delay_level": 1, "queue_id": 1}).encode(),
-            JSON_CT)  # fmt: skip
+        a = brokers["broker-a"]
+        keyed = http.post(
+            f"{a}/topics/{TOPIC}/messages",
+            json={"body": "an order", "keys": ["order-42"], "tags": "orders", "queue_id": 0},
+        ).json()
+        delayed = http.post(
+            f"{a}/topics/{TOPIC}/messages",
+            json={"body": "one second later", "delay_level": 1, "queue_id": 1},
+        ).json()
         sent_at = time.time()
-        found = json.loads(a.request("GET", f"/topics/{TOPIC}/messages?key=order-42").body)
-        say(f"JSON send {json.loads(keyed.body)['status']}, delayed send "
-            f"{json.loads(delayed.body)['status']}")  # fmt: skip
+        found = http.get(f"{a}/topics/{TOPIC}/messages", params={"key": "order-42"}).json()
+        say(f"JSON send {keyed['status']}, delayed send {delayed['status']}")
         say(f"found by key order-42: {len(found['messages'])} message(s)")
 
         t0 = time.perf_counter()
-        got = read_all(brokers)
+        got = read_all(http, brokers)
         read_s = time.perf_counter() - t0
         total = check(sent, got)
         say(f"read back {sum(len(v) for v in got.values()):,} messages by queue offset in "
@@ -157,17 +157,19 @@ def main() -> int:
 
         say("kill -9 broker-b, then restart it on the same store")
         cluster.restart_broker("broker-b", crash=True)
-        brokers["broker-b"] = cluster.broker("broker-b").http_addr
-        health = json.loads(HttpConnection(brokers["broker-b"]).request("GET", "/health").body)
-        total = check(sent, read_all(brokers))
+        brokers["broker-b"] = f"http://{cluster.broker('broker-b').http_addr}"
+        health = http.get(f"{brokers['broker-b']}/health").json()
+        total = check(sent, read_all(http, brokers))
         abnormal = health["recovery"]["abnormal"]
         say(f"broker-b back at {brokers['broker-b']} (abnormal recovery: {abnormal})")
         say(f"  all {total:,} acknowledged messages identical")
 
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            resp = a.request("GET", f"/topics/{TOPIC}/queues/1/messages?offset=0&max=10000")
-            msgs = json.loads(resp.body)["messages"]
+            resp = http.get(
+                f"{a}/topics/{TOPIC}/queues/1/messages", params={"offset": 0, "max": 10000}
+            )
+            msgs = resp.json()["messages"]
             hit = [m for m in msgs if m["properties"].get("DELAY") is None
                    and m["body_base64"] == "b25lIHNlY29uZCBsYXRlcg=="]  # fmt: skip
             if hit:

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from connector.client.namesrv import NameServerClient, parse_namesrv
+from connector.client.rest import DEFAULT_TIMEOUT_MS, RestClient, path
 from connector.client.rpc import Rpc
-from connector.client.transport import ClientTransport, path
 from connector.errors import PyMQError, TopicNotExistError
 from connector.protocol.msgid import decode_offset_msg_id
 from connector.protocol.names import validate_group, validate_topic
@@ -22,13 +22,18 @@ __all__ = ["Admin"]
 
 
 class Admin:
-    def __init__(self, *, namesrv: str | Sequence[str] | None = None, timeout_ms: int = 5000):
+    def __init__(
+        self,
+        *,
+        namesrv: str | Sequence[str] | None = None,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    ) -> None:
+        """``timeout_ms`` bounds each connect, write and read of a broker's REST call."""
         # the NameServer over remoting; brokers' admin calls over their REST API, whose
-        # address every route and cluster listing carries
+        # base URL every route and cluster listing carries
         self.rpc = Rpc()
         self.namesrv = NameServerClient(parse_namesrv(namesrv), self.rpc)
-        self.transport = ClientTransport()
-        self.timeout_s = timeout_ms / 1000
+        self.rest = RestClient(timeout_ms=timeout_ms)
 
     def __enter__(self) -> Admin:
         return self
@@ -37,11 +42,11 @@ class Admin:
         self.close()
 
     def close(self) -> None:
-        self.transport.close()
+        self.rest.close()
         self.rpc.close()
 
-    def _call(self, addr: str, method: str, target: str, payload: Any = None) -> Any:
-        return self.transport.call(addr, method, target, payload, timeout_s=self.timeout_s)
+    def _call(self, base_url: str, method: str, target: str, payload: Any = None) -> Any:
+        return self.rest.call(base_url, method, target, payload)
 
     # -- cluster -----------------------------------------------------------------------
 
@@ -49,24 +54,24 @@ class Admin:
         return self.namesrv.cluster_info()
 
     def masters(self, cluster: str | None = None) -> dict[str, str]:
-        """broker name -> master address, for one cluster or all."""
+        """broker name -> its master's REST base URL (``http://h:p``), for one cluster or all."""
         info = self.namesrv.cluster_info()
         names = set(info.clusters.get(cluster, [])) if cluster else None
         if cluster and not names:
             raise PyMQError(f"cluster {cluster} has no live broker")
         return {
-            b.broker_name: _host_port(b.http_addrs["0"])
+            b.broker_name: b.http_addrs["0"]
             for b in info.brokers
             if "0" in b.http_addrs and (names is None or b.broker_name in names)
         }
 
     def _http_of(self, addr: str) -> str:
-        """The REST host:port of the broker whose remoting address is ``addr`` (the
+        """The REST base URL of the broker whose remoting address is ``addr`` (the
         address itself when no broker has it: it may be a REST address already)."""
         for b in self.namesrv.cluster_info().brokers:
             for broker_id, remoting in b.addrs.items():
                 if remoting == addr and broker_id in b.http_addrs:
-                    return _host_port(b.http_addrs[broker_id])
+                    return b.http_addrs[broker_id]
         return addr
 
     def broker_status(self, addr: str) -> dict[str, Any]:
@@ -110,7 +115,7 @@ class Admin:
         route = self.topic_route(topic)
         holders = {q.broker_name for q in route.queues}
         return {
-            b.broker_name: _host_port(b.http_addrs["0"])
+            b.broker_name: b.http_addrs["0"]
             for b in route.brokers
             if b.broker_name in holders and "0" in b.http_addrs
         }
@@ -188,8 +193,3 @@ class Admin:
                 )
                 rows.append({"broker_name": name, "queue_id": qid, "offset": offset})
         return rows
-
-
-def _host_port(url: str) -> str:
-    """``http://h:p`` -> ``h:p``."""
-    return url.split("://", 1)[-1].rstrip("/")

@@ -1,12 +1,9 @@
-"""The client's transports.
+"""The client's transport.
 
 - ``client``: RocketMQ's remoting protocol, one connection per server with
-  many requests in flight (what producers and consumers use);
-- ``http``: keep-alive HTTP/1.1 to the servers' REST API (what ``Admin``
-  uses for broker administration).
+  many requests in flight (what producers and consumers use).
 """
 
 from connector.remoting.client import RemotingClient, RemotingConnection
-from connector.remoting.http import HttpConnection, HttpPool, HttpResponse
 
-__all__ = ["HttpConnection", "HttpPool", "HttpResponse", "RemotingClient", "RemotingConnection"]
+__all__ = ["RemotingClient", "RemotingConnection"]
