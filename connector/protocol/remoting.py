@@ -319,9 +319,13 @@ class FrameDecoder:
                 with memoryview(buf) as view:
                     out.append(decode_frame(view[pos + 4 : pos + 4 + length]))
                 pos += 4 + length
-        finally:
-            if pos:
-                del buf[:pos]
+        except BaseException:
+            # the stream is beyond repair; the error's traceback still holds views of
+            # the buffer, so it is replaced, not resized (BufferError otherwise)
+            self._buf = bytearray()
+            raise
+        if pos:
+            del buf[:pos]
         return out
 
 
