@@ -23,12 +23,21 @@ Workloads, 100-byte bodies, one client process (this one):
 1. batched produce, one thread: pymq ``Producer.send_batch`` of 1,000
    (building the ``Message`` objects included), redis-py pipeline of 1,000
    XADD (``transaction=False``), JetStream ``publish_async`` (nats-py's window
-   of outstanding acks, 4,000 by default). Also pymq ``send_async`` (8
-   workers), a smaller count: one request per message; and the same with
-   ``auto_batch=True`` (RocketMQ 5's autoBatch: the producer gathers the
-   messages into batch requests, each message keeps its own result).
+   of outstanding acks, 4,000 by default).
+   Per-message asynchronous produce, one thread, every message with its own
+   result and every result awaited before the clock stops: pymq
+   ``send_async`` (a future each; the producer gathers async sends of a topic
+   into batch requests while two are on the wire), JetStream
+   ``publish_async`` (an ack future each, ``publish_async_completed``);
+   redis-py has no per-message asynchronous send. Also pymq's ``send_async``
+   with ``auto_batch=True`` (RocketMQ 5's autoBatch).
 2. one synchronous message at a time, one thread: pymq ``Producer.send``,
-   XADD, ``await js.publish``: msgs/s and p50/p99 latency.
+   XADD, ``await js.publish``: msgs/s and p50/p99 latency. Next to it, the
+   floors, measured in each system's own minutes: the round trip of a
+   trivial request (pymq GET_MAX_OFFSET through ``PullConsumer.max_offset``,
+   redis PING, NATS PING/PONG through ``flush``) and a raw TCP echo of 128
+   bytes between two threads of this process (``limits.loopback_round_trip``,
+   no server).
 3. durable produce, 64 concurrent producers: SYNC_FLUSH broker with 64
    threads sharing one ``Producer`` (it is thread-safe) calling ``send``
    (and, as an extra pymq row, the same with ``auto_batch=True``);
@@ -47,16 +56,19 @@ Workloads, 100-byte bodies, one client process (this one):
    not reading them would flatter it). nats-py publishes and
    fetches ~15,000 msgs/s here, so NATS gets at most 300,000 messages (a
    million would take over a minute each way).
-5. end-to-end latency at a fixed rate (5,000 msgs/s as 10 messages every
-   2 ms, each tick one request: pymq ``send_batch``, a redis pipeline,
-   10 ``publish_async`` awaited together; a single thread cannot send 5,000
-   pymq requests a second), for 10 s: the send time is in the body, the
-   consumer takes it off on arrival; pymq long-poll ``pull(wait_ms=1000)`` on
-   a topic of one queue (one queue: one ordered log, as a stream is), redis
-   ``XREAD BLOCK COUNT 1000``, JetStream ``fetch(1000)`` with a 2 ms expiry
-   (a fetch returns when its batch is full or the request expires: with 1 s,
-   p50 was 50-1,000 ms; 2 ms was NATS's best here). Also, as a reference
-   row, a JetStream push subscription (callback per message). The first
+5. end-to-end latency at a fixed rate, 5,000 msgs/s as 10 messages every
+   2 ms, for 10 s: each message carries its send time (taken just before it
+   is sent) and the consumer takes it off on arrival. pymq: one
+   ``send_async`` per message (every future checked at the end) to a topic
+   of 4 queues, consumed by a thread per queue, each long-polling
+   ``PullConsumer.pull(wait_ms=1000)`` on its queue; redis: a pipeline of 10
+   XADD a tick, ``XREAD BLOCK COUNT 1000`` on the stream; JetStream: 10
+   ``publish_async`` a tick awaited together, ``fetch(1000)`` with a 2 ms
+   expiry (a fetch returns when its batch is full or the request expires:
+   with 1 s, p50 was 50-1,000 ms; 2 ms was NATS's best here). Also, as a
+   reference row, a JetStream push subscription (callback per message); and
+   pymq again with one ``send_batch`` of the tick's 10 messages (the
+   producer the peers have: what the per-message sends add). The first
    second is warm-up.
 
 6. body size: workloads 1 and 4 again with 1 KiB and 16 KiB bodies
@@ -125,9 +137,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import connector  # noqa: E402
-from connector import Admin, Message, Producer, PullConsumer, PullStatus  # noqa: E402
+from connector import (  # noqa: E402
+    Admin,
+    Message,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+    PullStatus,
+    SendStatus,
+)
 from connector.protocol.scan import index_records  # noqa: E402
 from connector.server.local import LocalCluster  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from limits import loopback_round_trip  # noqa: E402
 
 BODY = b"x" * 100
 BATCH = 1000  # messages per send_batch / pipeline
@@ -136,6 +159,7 @@ PRODUCERS = 64  # workload 3
 E2E_TICK_MS = 2
 E2E_WARMUP_S = 1.0
 E2E_STAMP = struct.Struct(">qq")  # perf_counter_ns at send, sequence number
+E2E_QUEUES = 4  # pymq's e2e topic: a consumer thread long-polls each queue
 # nats-py's fetch returns when its batch is full or the pull request expires: a short
 # expiry is what gives a JetStream pull consumer a low latency (1 s: p50 of 50-1,000 ms)
 NATS_FETCH_EXPIRY_S = 0.002
@@ -164,7 +188,7 @@ SERVERS = {"redis-server": "redis-server", "nats-server": "nats-server"}
 BATCH_TOPIC = "PeersBatch"  # workloads 1 and 4
 SINGLE_TOPIC = "PeersSingle"  # send_async, workload 2
 DURABLE_TOPIC = "PeersDurable"  # workload 3
-E2E_TOPIC = "PeersE2E"  # workload 5 (pymq: one queue)
+E2E_TOPIC = "PeersE2E"  # workload 5 (pymq: E2E_QUEUES queues)
 E2E_PUSH_TOPIC = "PeersE2EPush"  # workload 5, JetStream push subscription
 WARM_TOPIC = "PeersWarm"  # warm-up traffic before the clocks start
 BROKERS_TOPIC = "PeersBrokers"  # workload 8a
@@ -348,6 +372,7 @@ class E2EClock:
         self.received = 0
         self.t0 = 0.0
         self.sent_s = 0.0
+        self._lock = threading.Lock()  # consumers of several queues report arrivals
 
     def start(self) -> None:
         self.t0 = time.perf_counter()
@@ -360,16 +385,21 @@ class E2EClock:
         first = tick * self.per_tick
         return [E2E_STAMP.pack(now, first + i).ljust(len(BODY), b"e") for i in range(self.per_tick)]
 
+    def body(self, seq: int) -> bytes:
+        """Message ``seq``, stamped now: for a system that sends each message alone."""
+        return E2E_STAMP.pack(time.perf_counter_ns(), seq).ljust(len(BODY), b"e")
+
     def sent(self) -> None:
         self.sent_s = time.perf_counter() - self.t0
 
     def arrived(self, bodies: list[bytes]) -> None:
         now = time.perf_counter_ns()
-        for body in bodies:
-            stamp, seq = E2E_STAMP.unpack_from(body)
-            if seq >= self.warmup:
-                self.latencies.append((now - stamp) / 1e9)
-        self.received += len(bodies)
+        with self._lock:
+            for body in bodies:
+                stamp, seq = E2E_STAMP.unpack_from(body)
+                if seq >= self.warmup:
+                    self.latencies.append((now - stamp) / 1e9)
+            self.received += len(bodies)
 
     def result(self) -> dict[str, float]:
         if self.received != self.total:
@@ -429,28 +459,52 @@ def pymq_consume(
     return total / elapsed
 
 
-def pymq_e2e(producer: Producer, consumer: PullConsumer, clock: E2EClock) -> dict[str, float]:
-    (mq,) = consumer.fetch_queues(E2E_TOPIC)
+def pymq_e2e(
+    producer: Producer, consumer: PullConsumer, clock: E2EClock, *, batched: bool = False
+) -> dict[str, float]:
+    """One ``send_async`` per message (``batched``: one ``send_batch`` a tick, as the
+    peers send); a consumer thread long-polling each queue."""
+    queues = consumer.fetch_queues(E2E_TOPIC)
+    starts = [consumer.max_offset(mq) for mq in queues]  # before the first send
+    deadline = time.monotonic() + clock.ticks * E2E_TICK_MS / 1000 + 30
+    errors: list[BaseException] = []
 
-    def consume() -> None:
-        offset = 0
-        deadline = time.monotonic() + clock.ticks * E2E_TICK_MS / 1000 + 30
-        while clock.received < clock.total and time.monotonic() < deadline:
-            res = consumer.pull(mq, offset, 1000, wait_ms=1000)
-            if res.status is PullStatus.FOUND:
-                clock.arrived([m.body for m in res.messages])
-                offset = res.next_begin_offset
+    def consume(mq: MessageQueue, offset: int) -> None:
+        try:
+            while clock.received < clock.total and time.monotonic() < deadline:
+                res = consumer.pull(mq, offset, 1000, wait_ms=1000)
+                if res.status is PullStatus.FOUND:
+                    clock.arrived([m.body for m in res.messages])
+                    offset = res.next_begin_offset
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+            errors.append(exc)
 
-    reader = threading.Thread(target=consume, daemon=True)
-    reader.start()
+    readers = [
+        threading.Thread(target=consume, args=(mq, start), daemon=True)
+        for mq, start in zip(queues, starts, strict=True)
+    ]
+    for t in readers:
+        t.start()
+    futures = []
     clock.start()
     for tick in range(clock.ticks):
         delay = clock.delay_s(tick)
         if delay > 0:
             time.sleep(delay)
-        producer.send_batch([Message(topic=E2E_TOPIC, body=b) for b in clock.bodies(tick)])
+        if batched:
+            producer.send_batch([Message(topic=E2E_TOPIC, body=b) for b in clock.bodies(tick)])
+            continue
+        first = tick * clock.per_tick
+        for seq in range(first, first + clock.per_tick):
+            futures.append(producer.send_async(Message(topic=E2E_TOPIC, body=clock.body(seq))))
     clock.sent()
-    reader.join()
+    for t in readers:
+        t.join()
+    if errors:
+        raise errors[0]
+    failed = [f for f in futures if f.result(30).status is not SendStatus.SEND_OK]
+    if failed:
+        raise RuntimeError(f"e2e: {len(failed)} sends not SEND_OK")
     return clock.result()
 
 
@@ -569,12 +623,20 @@ def pymq_scale(base: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def pymq_async(producer: Producer, count: int) -> float:
-    """``count`` ``send_async`` calls from one thread, then every future awaited; msgs/s."""
+    """``count`` ``send_async`` calls from one thread, then every future's result;
+    msgs/s. Each result is checked after the clock (SEND_OK, a queue offset of its own)."""
     t0 = time.perf_counter()
     futures = [producer.send_async(Message(topic=SINGLE_TOPIC, body=BODY)) for _ in range(count)]
-    for f in futures:
-        f.result(120)
-    return count / (time.perf_counter() - t0)
+    results = [f.result(120) for f in futures]
+    rate = count / (time.perf_counter() - t0)
+    placed = {
+        (r.queue.broker_name, r.queue.queue_id, r.queue_offset)
+        for r in results
+        if r.status is SendStatus.SEND_OK
+    }
+    if len(placed) != count:
+        raise RuntimeError(f"send_async: {count - len(placed)} of {count} not stored alone")
+    return rate
 
 
 def pymq_durable(producer: Producer, per_producer: int) -> float:
@@ -591,7 +653,7 @@ def pymq_core(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with LocalCluster(base / "async", brokers=1, namesrvs=1, env=pymq_env("ASYNC_FLUSH")) as c:
         ns = c.namesrv_addr
-        pymq_topics(ns, {BATCH_TOPIC: 8, SINGLE_TOPIC: 8, WARM_TOPIC: 8, E2E_TOPIC: 1})
+        pymq_topics(ns, {BATCH_TOPIC: 8, SINGLE_TOPIC: 8, WARM_TOPIC: 8, E2E_TOPIC: E2E_QUEUES})
         with (
             Producer(group="peers-bench", namesrv=ns) as producer,
             PullConsumer(group="peers-bench", namesrv=ns) as consumer,
@@ -599,29 +661,45 @@ def pymq_core(base: Path, args: argparse.Namespace) -> dict[str, Any]:
             pymq_warm(producer)
             out["batch"] = pymq_batches(producer, BATCH_TOPIC, BODY, args.messages, BATCH)
 
+            # the connection's reader thread and the timeout timer start with the first
+            # async send: before the clock
+            warm_async = [
+                producer.send_async(Message(topic=WARM_TOPIC, body=BODY)) for _ in range(1000)
+            ]
+            for f in warm_async:
+                f.result(60)
             out["async"] = pymq_async(producer, args.async_messages)
             with Producer(group="peers-bench", namesrv=ns, auto_batch=True) as batching:
                 for _ in range(200):  # its threads and connections, before the clock
                     batching.send(Message(topic=SINGLE_TOPIC, body=BODY))
                 out["async_auto_batch"] = pymq_async(batching, args.async_messages)
 
-            warm = 200 + 5 * BATCH  # and the compiled record index loaded before the clock
+            # and the compiled record index loaded before the clock
+            warm = 200 + 5 * BATCH + len(warm_async)
             pymq_consume(consumer, WARM_TOPIC, warm, records=True)
             out["consume"] = pymq_consume(consumer, BATCH_TOPIC, args.messages, records=False)
             out["consume_records"] = pymq_consume(
                 consumer, BATCH_TOPIC, args.messages, records=True
             )
+            out["echo"] = loopback_round_trip(args.singles)
+            mq = consumer.fetch_queues(SINGLE_TOPIC)[0]
+            for _ in range(200):
+                consumer.max_offset(mq)
+            out["trivial"] = timed_singles(args.singles, lambda: consumer.max_offset(mq))
             out["single"] = timed_singles(
                 args.singles, lambda: producer.send(Message(topic=SINGLE_TOPIC, body=BODY))
             )
             out["e2e"] = pymq_e2e(producer, consumer, E2EClock(args.e2e_rate, args.e2e_seconds))
+            out["e2e_batch"] = pymq_e2e(
+                producer, consumer, E2EClock(args.e2e_rate, args.e2e_seconds), batched=True
+            )
     shutil.rmtree(base / "async", ignore_errors=True)
     os.sync()  # the durable run measures its own fsyncs, not the writeback of the above
     with LocalCluster(base / "sync", brokers=1, namesrvs=1, env=pymq_env("SYNC_FLUSH")) as c:
         pymq_topics(c.namesrv_addr, {DURABLE_TOPIC: 8})
-        for key, batching in (("durable", False), ("durable_auto_batch", True)):
+        for key, auto_batch in (("durable", False), ("durable_auto_batch", True)):
             with Producer(
-                group="peers-bench", namesrv=c.namesrv_addr, auto_batch=batching
+                group="peers-bench", namesrv=c.namesrv_addr, auto_batch=auto_batch
             ) as producer:
                 for _ in range(200):
                     producer.send(Message(topic=DURABLE_TOPIC, body=BODY))
@@ -776,6 +854,8 @@ def redis_core(base: Path, args: argparse.Namespace) -> dict[str, Any]:
         out["batch"] = redis_batches(r, [BATCH_TOPIC], BODY, args.messages, BATCH)
         out["consume"] = redis_consume(r, BATCH_TOPIC, args.messages)
 
+        out["echo"] = loopback_round_trip(args.singles)
+        out["trivial"] = timed_singles(args.singles, r.ping)
         out["single"] = timed_singles(args.singles, lambda: r.xadd(SINGLE_TOPIC, {b"d": BODY}))
         out["e2e"] = redis_e2e(port, E2EClock(args.e2e_rate, args.e2e_seconds))
         r.close()
@@ -840,22 +920,34 @@ async def nats_workloads(port: int, args: argparse.Namespace) -> dict[str, Any]:
         await psub.unsubscribe()
 
         single = SINGLE_TOPIC.lower()
-        lat = []
-        t_all = time.perf_counter()
-        for _ in range(args.singles):
-            t0 = time.perf_counter()
-            await js.publish(single, BODY)
-            lat.append(time.perf_counter() - t0)
-        out["single"] = {
-            "msgs_per_s": args.singles / (time.perf_counter() - t_all),
-            **percentiles(lat),
-        }
+        t0 = time.perf_counter()
+        acks = [await js.publish_async(single, BODY) for _ in range(args.async_messages)]
+        await js.publish_async_completed()
+        out["async"] = args.async_messages / (time.perf_counter() - t0)
+        placed = {(await ack).seq for ack in acks}  # each message's own ack, after the clock
+        if len(placed) != args.async_messages:
+            raise RuntimeError(f"nats publish_async: {len(placed)} of {args.async_messages}")
+
+        out["echo"] = loopback_round_trip(args.singles)
+        out["trivial"] = await nats_timed(args.singles, nc.flush)
+        out["single"] = await nats_timed(args.singles, lambda: js.publish(single, BODY))
 
         out["e2e"] = await nats_e2e(js, E2EClock(args.e2e_rate, args.e2e_seconds), push=False)
         out["e2e_push"] = await nats_e2e(js, E2EClock(args.e2e_rate, args.e2e_seconds), push=True)
     finally:
         await nc.close()
     return out
+
+
+async def nats_timed(count: int, call: Callable[[], Any]) -> dict[str, float]:
+    """``await call()`` ``count`` times, one after another: msgs/s, p50 and p99."""
+    lat = []
+    t_all = time.perf_counter()
+    for _ in range(count):
+        t0 = time.perf_counter()
+        await call()
+        lat.append(time.perf_counter() - t0)
+    return {"msgs_per_s": count / (time.perf_counter() - t_all), **percentiles(lat)}
 
 
 async def nats_e2e(js: Any, clock: E2EClock, *, push: bool) -> dict[str, float]:
@@ -1049,11 +1141,15 @@ RUNNERS: dict[str, Callable[[Path, argparse.Namespace], dict[str, Any]]] = {
 # (label, workload key, figure inside it or "", unit, pymq-only row compared with this key)
 ROWS: list[tuple[str, str, str, str, str]] = [
     ("1 batched produce", "batch", "", "msgs/s", ""),
-    ("1 pymq send_async, 8 workers (vs row 1)", "async", "", "msgs/s", "batch"),
-    ("1 pymq send_async, auto_batch (vs row 1)", "async_auto_batch", "", "msgs/s", "batch"),
+    ("1 per-message async produce, 1 thread, every result awaited", "async", "", "msgs/s", ""),
+    ("1 pymq send_async, auto_batch (vs row above)", "async_auto_batch", "", "msgs/s", "async"),
     ("2 single sync send, 1 thread", "single", "msgs_per_s", "msgs/s", ""),
     ("2 single sync send: p50", "single", "p50_ms", "ms", ""),
     ("2 single sync send: p99", "single", "p99_ms", "ms", ""),
+    ("2 floor: trivial request round trip: p50", "trivial", "p50_ms", "ms", ""),
+    ("2 floor: trivial request round trip: p99", "trivial", "p99_ms", "ms", ""),
+    ("2 floor: raw TCP echo, no server: p50", "echo", "p50_ms", "ms", ""),
+    ("2 floor: raw TCP echo, no server: p99", "echo", "p99_ms", "ms", ""),
     ("3 durable, 64 producers", "durable", "", "msgs/s", ""),
     ("3 pymq durable, 64 producers, auto_batch (vs row 3)", "durable_auto_batch", "", "msgs/s",
      "durable"),
@@ -1062,6 +1158,8 @@ ROWS: list[tuple[str, str, str, str, str]] = [
     ("5 e2e at fixed rate: p50", "e2e", "p50_ms", "ms", ""),
     ("5 e2e at fixed rate: p99", "e2e", "p99_ms", "ms", ""),
     ("5 e2e: rate the producer kept up", "e2e", "sent_msgs_per_s", "msgs/s", ""),
+    ("5 pymq e2e, a send_batch of 10 a tick: p50", "e2e_batch", "p50_ms", "ms", "e2e"),
+    ("5 pymq e2e, a send_batch of 10 a tick: p99", "e2e_batch", "p99_ms", "ms", "e2e"),
     ("5 e2e, JetStream push subscription: p50", "e2e_push", "p50_ms", "ms", ""),
     ("5 e2e, JetStream push subscription: p99", "e2e_push", "p99_ms", "ms", ""),
     ("6 batched produce, 1 KiB", "batch_1KiB", "", "msgs/s", ""),
@@ -1129,13 +1227,13 @@ def print_table(results: dict[str, Any]) -> None:
         f"\npymq vs Redis Streams vs NATS JetStream, 100-byte bodies, median of "
         f"{results['runs']} (min-max); {a['messages']:,} batched / consumed "
         f"(nats {a['nats_messages']:,}), "
-        f"{a['async_messages']:,} send_async, {a['singles']:,} single, "
+        f"{a['async_messages']:,} async, {a['singles']:,} single, "
         f"{PRODUCERS}x{a['durable_per_producer']:,} durable, "
         f"e2e {a['e2e_rate']:,} msgs/s for {a['e2e_seconds']:g} s; "
         f"6: {sized}, {a['sized_singles']:,} single; "
         f"8: {a['scale_messages']:,} (nats {a['nats_scale_messages']:,})"
     )
-    head = f"{'workload':<46}{'unit':<7}" + "".join(f"{s:>33}" for s in SYSTEMS)
+    head = f"{'workload':<60}{'unit':<7}" + "".join(f"{s:>33}" for s in SYSTEMS)
     print(head + f"{'pymq/best':>11}")
     for label, key, field, unit, versus in ROWS:
         cells = {s: pick(key, field, s) for s in SYSTEMS}
@@ -1147,7 +1245,7 @@ def print_table(results: dict[str, Any]) -> None:
         if cells["pymq"] is not None and medians:
             best = max(medians) if unit == "msgs/s" else min(medians)
             ratio = f"{cells['pymq']['median'] / best:.2f}x"
-        row = f"{label:<46}{unit:<7}" + "".join(f"{cell(cells[s], unit):>33}" for s in SYSTEMS)
+        row = f"{label:<60}{unit:<7}" + "".join(f"{cell(cells[s], unit):>33}" for s in SYSTEMS)
         print(row + f"{ratio:>11}")
     print(
         "pymq/best: pymq's median over the best peer's; msgs/s above 1 = pymq faster, "
@@ -1234,7 +1332,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="small sizes, one run (a smoke test)")
     ap.add_argument(
-        "--messages", type=int, default=None, help="workloads 1 and 4 (1,000,000; quick 20,000)"
+        "--messages", type=int, default=None, help="workloads 1 and 4 (1,000,000; quick 100,000)"
     )
     ap.add_argument("--dir", default=None, help="where the data goes (default: a temp dir)")
     ap.add_argument(
@@ -1249,13 +1347,14 @@ def main() -> int:
     if problem:
         print(problem, file=sys.stderr)
         return 2
-    args.async_messages, args.singles, args.durable_per_producer = 20_000, 5_000, 300
+    args.async_messages, args.singles, args.durable_per_producer = 200_000, 5_000, 300
     args.e2e_rate, args.e2e_seconds = 5_000, 10.0
     args.sized_messages, args.sized_singles = dict(SIZED_MESSAGES), 1_000
     args.scale_messages = SCALE_MESSAGES
     if args.quick:
-        args.runs, args.messages = 1, args.messages or 20_000
-        args.async_messages, args.singles, args.durable_per_producer = 2_000, 500, 20
+        # 100,000: the first few hundred thousand messages a broker stores go slower
+        args.runs, args.messages = 1, args.messages or 100_000
+        args.async_messages, args.singles, args.durable_per_producer = 20_000, 500, 20
         args.e2e_seconds = 3.0
         args.sized_messages = {s: n // 10 for s, n in SIZED_MESSAGES.items()}
         args.sized_singles, args.scale_messages = 200, SCALE_MESSAGES // 8

@@ -6,8 +6,8 @@ Runs, one after the other (each starts and stops its own servers):
 
     limits  benchmarks/limits.py       disk and loopback limits, the machine
     store   benchmarks/store_bench.py  storage engine in-process
-    server  benchmarks/server_bench.py broker over loopback HTTP
-    client  benchmarks/client_bench.py Producer's whole send path
+    server  benchmarks/server_bench.py the broker's edges side by side: remoting, REST
+    client  benchmarks/client_bench.py Producer's whole send path (sync, async, batch)
     spark   benchmarks/spark_bench.py  Spark connector vs Spark's Python ceilings
     peers   benchmarks/peers_bench.py  pymq vs Redis Streams vs NATS JetStream
 
