@@ -2,11 +2,11 @@
 
 A ``RemotingConnection`` writes requests from any thread (under a lock);
 answers are cut out of the stream and handed to their callers by
-``opaque``, in any order. Who reads: while every request in flight has a
-caller waiting for it (sync calls), one of those callers reads for all
-(leader/follower: no thread wake-up between the socket and a lone caller);
-from the first asynchronous request on (a callback instead of a waiting
-caller), or when the client takes requests from the server
+``opaque``, in any order. Who reads: while one thread at a time calls and
+waits, that caller reads the socket itself (no thread wake-up between the
+socket and a lone caller); from the first time two callers wait at once,
+the first asynchronous request (a callback instead of a waiting caller),
+or when the client takes requests from the server
 (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE: ``on_request``), a
 reader thread of the connection reads for good.
 
@@ -239,6 +239,10 @@ class RemotingConnection:
                     self._read_lock.release()
                     self._hand_over()
             else:
+                if self._reader is None:
+                    # callers on several threads: a reader of its own reads without
+                    # pausing between answers (taking turns costs a wake-up per turn)
+                    self.start_reader()
                 left = deadline - time.monotonic()
                 if left <= 0 or not lock.acquire(timeout=left):
                     break
