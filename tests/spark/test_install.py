@@ -1,0 +1,195 @@
+"""format("pymq") is found outside the checkout, however pymq was installed.
+
+Spark finds Python data sources by listing top-level ``pyspark_*`` modules
+(``pkgutil.iter_modules()``, which walks ``sys.path``). Each test installs pymq
+the real way (pip, the build backend pyproject.toml names) into a fresh venv,
+then runs a Spark job with that venv's Python from a folder outside the
+checkout, without PYTHONPATH: a write and a read through ``format("pymq")``
+against a real cluster, with no ``spark.dataSource.register`` call.
+
+Kept fast and offline: pymq is built here with ``--no-build-isolation``
+(setuptools from this test run's environment, the only thing on the build's
+PYTHONPATH), and installed with ``--no-deps``; only after that does a .pth
+give the fresh venv this run's site-packages, for pyspark, numba and the rest.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from test_batch import create_topic
+
+from connector.server.local import LocalCluster
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+PIP_TIMEOUT_S = 180.0
+JOB_TIMEOUT_S = 300.0  # a Spark driver's start, one write, one read, stop, on a busy machine
+ROWS = 50
+
+# Runs in the fresh venv: nothing here may come from the checkout.
+JOB = """
+import importlib.util, json, os, pkgutil, sys
+os.environ["PYSPARK_PYTHON"] = sys.executable
+from pyspark.sql import SparkSession
+
+ns, topic, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
+spark = (
+    SparkSession.builder.master("local[1]")
+    .config("spark.ui.enabled", "false")
+    .config("spark.pyspark.python", sys.executable)
+    .getOrCreate()
+)
+spark.sparkContext.setLogLevel("ERROR")
+spark.range(rows).selectExpr("cast(concat('m-', id) as binary) as body").write.mode(
+    "append"
+).format("pymq").option("namesrv", ns).option("topic", topic).save()
+got = spark.read.format("pymq").option("namesrv", ns).option("topic", topic).load()
+bodies = sorted(bytes(r.body).decode() for r in got.select("body").collect())
+worker = spark.sparkContext.parallelize([0], 1).map(
+    lambda _: __import__("connector").__file__
+).collect()[0]
+print("RESULT " + json.dumps({
+    "bodies": bodies,
+    "listed": [m.name for m in pkgutil.iter_modules() if m.name == "pyspark_pymq"],
+    "module": importlib.util.find_spec("pyspark_pymq").origin,
+    "worker_connector": worker,
+}))
+spark.stop()
+"""
+
+
+def run(
+    cmd: list[str | Path], *, timeout: float, env: dict[str, str], cwd: Path | None = None
+) -> str:
+    done = subprocess.run(
+        [str(c) for c in cmd],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
+        cwd=cwd,
+    )
+    assert done.returncode == 0, f"{cmd} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return str(done.stdout)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without what would let the checkout leak in (PYTHONPATH) or
+    point the job at this run's interpreter."""
+    drop = ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")
+    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("PYMQ_")}
+    return env | extra
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The checkout's distribution inputs, as a clone has them: top-level files and the
+    packages. A copy, so builds write their build/ and egg-info there, not in the checkout."""
+    dest = tmp_path_factory.mktemp("pymq-src")
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist")
+    for entry in CHECKOUT.iterdir():
+        if entry.name.startswith("."):
+            continue
+        if entry.is_file():
+            shutil.copy2(entry, dest / entry.name)
+        elif (entry / "__init__.py").is_file():
+            shutil.copytree(entry, dest / entry.name, ignore=skip)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def build_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with only setuptools in it (what pip's isolated build env would hold), for
+    builds run by the fresh venv's interpreter."""
+    dest = tmp_path_factory.mktemp("build-backend")
+    dist = importlib.metadata.distribution("setuptools")
+    tops = {Path(f).parts[0] for f in dist.files or ()}
+    for top in sorted(tops - {"..", "__pycache__"}):
+        (dest / top).symlink_to(Path(str(dist.locate_file(top))))
+    return dest
+
+
+def fresh_venv(where: Path) -> Path:
+    """A venv with nothing installed, not even pip; its Python."""
+    run(
+        [sys.executable, "-m", "venv", "--without-pip", where],
+        timeout=PIP_TIMEOUT_S,
+        env=clean_env(),
+    )
+    return where / "bin" / "python"
+
+
+def pip_into(python: Path, *args: str | Path, build_path: Path | None = None) -> None:
+    env = clean_env(**({"PYTHONPATH": str(build_path)} if build_path else {}))
+    cmd = [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index"]
+    run([*cmd, "--no-build-isolation", *args], timeout=PIP_TIMEOUT_S, env=env)
+
+
+def reach_dependencies(python: Path) -> None:
+    """Give the venv this run's site-packages (pyspark, numba, ...) after pymq's own files."""
+    ask = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(run([python, "-c", ask], timeout=60, env=clean_env()).strip())
+    ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (site / "zz_test_dependencies.pth").write_text("\n".join(sorted(ours)) + "\n")
+
+
+def run_job(python: Path, cluster: LocalCluster, topic: str, workdir: Path) -> dict[str, object]:
+    workdir.mkdir()
+    (workdir / "job.py").write_text(JOB)
+    create_topic(cluster, topic)
+    out = run(
+        [python, "job.py", cluster.namesrv_addr, topic, str(ROWS)],
+        timeout=JOB_TIMEOUT_S,
+        cwd=workdir,
+        env=clean_env(),
+    )
+    line = next(x for x in out.splitlines() if x.startswith("RESULT "))
+    result: dict[str, object] = json.loads(line.removeprefix("RESULT "))
+    assert result["bodies"] == sorted(f"m-{i}" for i in range(ROWS))
+    assert result["listed"] == ["pyspark_pymq"]  # what Spark's lookup sees
+    return result
+
+
+def inside(path: object, folder: Path) -> bool:
+    return Path(str(path)).resolve().is_relative_to(folder.resolve())
+
+
+@pytest.mark.parametrize("how", ["editable", "source-folder"])
+def test_pip_install_from_a_source_folder(
+    how: str, source: Path, build_path: Path, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    # "editable": `pip install -e .`, what `make run` and `make test` do; "source-folder":
+    # `pip install .`
+    python = fresh_venv(tmp_path / "venv")
+    pip_into(python, *(["-e"] if how == "editable" else []), source, build_path=build_path)
+    reach_dependencies(python)
+    result = run_job(python, cluster, f"Install-{how}", tmp_path / "elsewhere")
+    home = source if how == "editable" else tmp_path / "venv"
+    assert inside(result["module"], home), result
+    assert inside(result["worker_connector"], home), result
+
+
+def test_wheel(source: Path, cluster: LocalCluster, tmp_path: Path) -> None:
+    # a wheel built once and installed on a cluster's nodes
+    dist = tmp_path / "dist"
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index"]
+    run(
+        [*build, "--no-build-isolation", "-w", dist, source], timeout=PIP_TIMEOUT_S, env=clean_env()
+    )
+    (wheel,) = dist.glob("pymq-*.whl")
+    python = fresh_venv(tmp_path / "venv")
+    pip_into(python, wheel)
+    reach_dependencies(python)
+    result = run_job(python, cluster, "Install-wheel", tmp_path / "elsewhere")
+    assert inside(result["module"], tmp_path / "venv"), result
+    assert inside(result["worker_connector"], tmp_path / "venv"), result
+    assert not inside(result["module"], CHECKOUT)
