@@ -69,6 +69,10 @@ def _int(options: Mapping[str, str], name: str, default: int, low: int = 1) -> i
     return value
 
 
+def _int_or_none(options: Mapping[str, str], name: str, low: int = 1) -> int | None:
+    return None if _get(options, name) is None else _int(options, name, low, low)
+
+
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     raw = _get(options, name)
     if raw is None:
@@ -111,9 +115,15 @@ class ReadOptions:
     pull_batch_size: int
     min_partitions: int
     consumer_group: str | None
+    max_per_trigger: int | None  # streams only: maxMessagesPerTrigger
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, stream: bool) -> ReadOptions:
+        """Every read option checked at once; a bad one raises ``ConfigError`` naming it.
+
+        ``stream`` only picks the default of ``startingOffsets`` (``latest`` for streams,
+        ``earliest`` for batch), so either value checks the same options.
+        """
         raw_topics = _get(options, "topic") or ""
         topics = tuple(validate_topic(t.strip()) for t in raw_topics.split(",") if t.strip())
         if not topics:
@@ -130,6 +140,7 @@ class ReadOptions:
             pull_batch_size=_int(options, "pullBatchSize", 5000),
             min_partitions=_int(options, "minPartitions", 1),
             consumer_group=_get(options, "consumerGroup"),
+            max_per_trigger=_int_or_none(options, "maxMessagesPerTrigger"),
         )
 
 

@@ -23,7 +23,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connector.errors import ConfigError
+from connector.errors import ConfigError, InvalidTopicError
 from connector.spark.options import READ_SCHEMA, ReadOptions, WriteOptions
 
 __all__ = ["PyMQBatchReader", "PyMQDataSource", "QueueRange", "pick_offset"]
@@ -50,6 +50,11 @@ class PyMQDataSource(DataSource):
         return "pymq"
 
     def schema(self) -> StructType:
+        # Spark asks for the schema when a read is loaded, batch or stream, and shows what
+        # raises here as it is. An error raised in streamReader() reaches users as PySpark's
+        # own UnboundLocalError (python_streaming_source_runner, 4.2 and 4.3), so the read
+        # options are checked now. Writes never ask.
+        ReadOptions.parse(self.options, stream=True)
         return READ_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -58,16 +63,15 @@ class PyMQDataSource(DataSource):
         return PyMQBatchReader(ReadOptions.parse(self.options, stream=False), arrow_schema(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from connector.spark.stream import PyMQStreamReader  # noqa: PLC0415
-
-        raw = self.options.get("maxMessagesPerTrigger") or self.options.get("maxmessagespertrigger")
-        limit = int(raw) if raw else None
-        if limit is not None and limit < 1:
-            raise ConfigError("option maxMessagesPerTrigger must be >= 1")
         from connector.spark.columnar import arrow_schema  # noqa: PLC0415 - numba: not at import
+        from connector.spark.stream import PyMQStreamReader, RefusedStreamReader  # noqa: PLC0415
 
-        opts = ReadOptions.parse(self.options, stream=True)
-        return PyMQStreamReader(opts, limit, arrow_schema(schema))
+        try:
+            opts = ReadOptions.parse(self.options, stream=True)
+        except (ConfigError, InvalidTopicError) as exc:
+            # only reached with a schema given by the user (Spark then skips schema()); see there
+            return RefusedStreamReader(exc)
+        return PyMQStreamReader(opts, arrow_schema(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from connector.spark.sink import check_write_schema  # noqa: PLC0415

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -35,7 +35,7 @@ from connector.spark.options import ReadOptions, WriteOptions
 from connector.spark.sink import SinkCommitMessage, write_batches
 from connector.spark.source import QueueRange, pick_offset, read_range
 
-__all__ = ["PyMQStreamReader", "PyMQStreamWriter", "split_limit"]
+__all__ = ["PyMQStreamReader", "PyMQStreamWriter", "RefusedStreamReader", "split_limit"]
 
 log = logging.getLogger(__name__)
 Offsets = dict[str, dict[str, dict[str, int]]]
@@ -75,10 +75,9 @@ def split_limit(start: dict[Any, int], latest: dict[Any, int], max_rows: int) ->
 
 
 class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, opts: ReadOptions, max_per_trigger: int | None, schema: pa.Schema) -> None:
+    def __init__(self, opts: ReadOptions, schema: pa.Schema) -> None:
         self.opts = opts
         self.schema = schema
-        self.max_per_trigger = max_per_trigger
         self._target: dict[tuple[str, str, int], int] | None = None
         self._latest: dict[tuple[str, str, int], int] = {}
         self._known: dict[tuple[str, str, int], tuple[int, int]] = {}
@@ -127,8 +126,8 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _nest(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        if self.max_per_trigger:
-            return ReadMaxRows(self.max_per_trigger)
+        if self.opts.max_per_trigger:
+            return ReadMaxRows(self.opts.max_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -184,6 +183,42 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._consumer is not None:
             self._consumer.shutdown()
             self._consumer = None
+
+
+class RefusedStreamReader(DataSourceStreamReader):
+    """A stream read whose options were refused: every call raises that error.
+
+    PySpark (4.2, 4.3) builds the reader inside ``try: ... finally: reader.stop()``, so an
+    error raised by ``streamReader()`` itself reaches users as ``UnboundLocalError``; raised
+    from the reader's first call, it reaches them as it is.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def _refuse(self) -> NoReturn:
+        raise self.error
+
+    def initialOffset(self) -> Offsets:
+        self._refuse()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        self._refuse()
+
+    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
+        self._refuse()
+
+    def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
+        self._refuse()
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        self._refuse()
+
+    def commit(self, end: Offsets) -> None:
+        self._refuse()
+
+    def stop(self) -> None:
+        pass  # nothing was opened
 
 
 class PyMQStreamWriter(DataSourceStreamArrowWriter):
