@@ -104,6 +104,19 @@ class BrokerController:
         if self.hold is not None:
             self.hold.loop.call_soon_threadsafe(self.hold.wake_all)
 
+    async def arrival(self, topic: str, queue_id: int, offset: int, wait_ms: int) -> bool:
+        """Long polling: True once the queue holds a message past ``offset``; False after
+        ``wait_ms`` (at most ``max_pull_wait_ms``) with nothing new."""
+        assert self.hold is not None
+        store = self.store
+        return await self.hold.wait(
+            topic,
+            queue_id,
+            offset,
+            min(wait_ms, self.config.max_pull_wait_ms) / 1000,
+            lambda: store.get_max_offset_in_queue(topic, queue_id),
+        )
+
     async def _persist_offsets_periodically(self) -> None:
         while True:
             await asyncio.sleep(OFFSET_PERSIST_INTERVAL_S)

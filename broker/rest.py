@@ -189,17 +189,9 @@ async def pull_with_wait(
 ) -> PullOutcome:
     """A pull; with nothing new and ``wait_ms`` > 0, held until a message lands."""
     out = ctrl.pull.pull(topic, queue_id, offset, max_nums, tags=tags)
-    if out.status is PullStatus.NO_NEW_MSG and wait_ms > 0 and ctrl.config.long_polling_enable:
-        assert ctrl.hold is not None
-        store = ctrl.store
-        if await ctrl.hold.wait(
-            topic,
-            queue_id,
-            out.next_begin_offset,
-            min(wait_ms, ctrl.config.max_pull_wait_ms) / 1000,
-            lambda: store.get_max_offset_in_queue(topic, queue_id),
-        ):
-            out = ctrl.pull.pull(topic, queue_id, offset, max_nums, tags=tags)
+    held = out.status is PullStatus.NO_NEW_MSG and wait_ms > 0 and ctrl.config.long_polling_enable
+    if held and await ctrl.arrival(topic, queue_id, out.next_begin_offset, wait_ms):
+        out = ctrl.pull.pull(topic, queue_id, offset, max_nums, tags=tags)
     ctrl.metrics.pulled(out.status.value)
     return out
 

@@ -54,18 +54,18 @@ class AdminHandlers:
 
     # -- queue offsets -----------------------------------------------------------------
 
-    def max_offset(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+    def _queue(self, request: RemotingCommand) -> tuple[str, int]:
         ext = Ext(request.ext)
         topic, queue_id = ext.text("topic"), ext.number("queueId")
         self.ctrl.admin.check_queue(topic, queue_id)
-        offset = self.ctrl.store.get_max_offset_in_queue(topic, queue_id)
+        return topic, queue_id
+
+    def max_offset(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        offset = self.ctrl.store.get_max_offset_in_queue(*self._queue(request))
         return request.response(ext={"offset": str(offset)})
 
     def min_offset(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
-        ext = Ext(request.ext)
-        topic, queue_id = ext.text("topic"), ext.number("queueId")
-        self.ctrl.admin.check_queue(topic, queue_id)
-        offset = self.ctrl.store.get_min_offset_in_queue(topic, queue_id)
+        offset = self.ctrl.store.get_min_offset_in_queue(*self._queue(request))
         return request.response(ext={"offset": str(offset)})
 
     def search_offset(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -76,9 +76,7 @@ class AdminHandlers:
         return request.response(ext={"offset": str(offset)})
 
     def earliest_msg_store_time(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
-        ext = Ext(request.ext)
-        topic, queue_id = ext.text("topic"), ext.number("queueId")
-        self.ctrl.admin.check_queue(topic, queue_id)
+        topic, queue_id = self._queue(request)
         store = self.ctrl.store
         ts = store.get_store_timestamp(
             topic, queue_id, store.get_min_offset_in_queue(topic, queue_id)

@@ -94,15 +94,7 @@ class PullHandlers:
         wait_ms: int,
     ) -> RemotingCommand:
         ctrl = self.ctrl
-        assert ctrl.hold is not None
-        store = ctrl.store
-        if await ctrl.hold.wait(
-            topic,
-            queue_id,
-            out.next_begin_offset,
-            min(wait_ms, ctrl.config.max_pull_wait_ms) / 1000,
-            lambda: store.get_max_offset_in_queue(topic, queue_id),
-        ):
+        if await ctrl.arrival(topic, queue_id, out.next_begin_offset, wait_ms):
             try:
                 out = ctrl.pull.pull(
                     topic, queue_id, offset, max_nums, tags=tags, max_bytes=max_bytes
