@@ -16,6 +16,7 @@ from typing import Any
 
 from broker.store.config import StoreConfig
 from connector.errors import ConfigError
+from connector.server.settings import http_port_for
 
 __all__ = ["DEFAULT_DELAY_LEVELS", "BrokerConfig", "parse_delay_levels"]
 
@@ -110,9 +111,8 @@ class BrokerConfig:
 
     @property
     def resolved_http_port(self) -> int:
-        if self.http_port is not None:
-            return self.http_port
-        return 0 if self.port == 0 else self.port + 4
+        """``http_port``, else ``port`` + 4 (0 with port 0: both free)."""
+        return http_port_for(self.port, self.http_port)
 
     @property
     def http_addr(self) -> str:

@@ -16,7 +16,7 @@ from connector import __version__
 
 # subcommand -> (module with register(subparsers), one-line help)
 _COMMANDS: dict[str, tuple[str, str]] = {
-    "broker": ("broker.cli", "run a broker (store + send/pull/admin HTTP API)"),
+    "broker": ("broker.cli", "run a broker (store; remoting data plane and REST admin API)"),
     "store": ("broker.store.cli", "inspect or verify a broker's store directory (read-only)"),
     "namesrv": ("nameserver.cli", "run a NameServer (route registry)"),
     "admin": ("connector.client.admin_cli", "cluster, topic, message and consumer admin (mqadmin)"),

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from connector.errors import ConfigError
+from connector.server.settings import http_port_for
 
 __all__ = ["DEFAULT_DATA_DIR", "KV_CONFIG_FILE", "LOG_LEVELS", "NamesrvConfig"]
 
@@ -60,9 +61,7 @@ class NamesrvConfig:
     @property
     def resolved_http_port(self) -> int:
         """``http_port``, else ``port`` + 4 (0 with port 0: both free)."""
-        if self.http_port is not None:
-            return self.http_port
-        return 0 if self.port == 0 else self.port + 4
+        return http_port_for(self.port, self.http_port)
 
     @property
     def resolved_data_dir(self) -> Path:

@@ -75,7 +75,14 @@ class PullMessageProcessor:
         """Up to ``max_nums`` messages from ``offset``; errors for offsets outside the queue."""
         self.check(topic, queue_id)
         if offset < 0:
-            raise InvalidOffsetError(f"offset {offset} is negative")
+            lo = self.store.get_min_offset_in_queue(topic, queue_id)
+            hi = self.store.get_max_offset_in_queue(topic, queue_id)
+            raise InvalidOffsetError(
+                f"offset {offset} is negative",
+                min_offset=lo,
+                max_offset=hi,
+                next_begin_offset=lo,
+            )
         max_nums = max(1, min(max_nums, self.config.max_pull_nums))
         codes = None if tags is None else [tags_code(t) for t in tags]
         res = self.store.get_message(

@@ -69,7 +69,7 @@ class PullHandlers:
                 topic, queue_id, offset, max_nums, tags=tags, max_bytes=max_bytes
             )
         except InvalidOffsetError as exc:
-            return self._moved(request, exc, topic, queue_id)
+            return self._moved(request, exc)
         wait_ms = ext.number("suspendTimeoutMillis", 0) if sys_flag & FLAG_SUSPEND else 0
         if (
             out.status is PullStatus.NO_NEW_MSG
@@ -100,7 +100,7 @@ class PullHandlers:
                     topic, queue_id, offset, max_nums, tags=tags, max_bytes=max_bytes
                 )
             except InvalidOffsetError as exc:
-                return self._moved(request, exc, topic, queue_id)
+                return self._moved(request, exc)
         return self._answer(request, out)
 
     def _answer(self, request: RemotingCommand, out: PullOutcome) -> RemotingCommand:
@@ -119,24 +119,14 @@ class PullHandlers:
         }
         return request.response(_CODES[out.status], ext, body)
 
-    def _moved(
-        self, request: RemotingCommand, exc: InvalidOffsetError, topic: str, queue_id: int
-    ) -> RemotingCommand:
+    def _moved(self, request: RemotingCommand, exc: InvalidOffsetError) -> RemotingCommand:
         self.ctrl.metrics.pulled("OFFSET_ILLEGAL")
         f = exc.fields
-        store = self.ctrl.store
-        # a negative offset's error carries no bounds: the answer still tells the real ones
-        lo = f.get("min_offset")
-        if lo is None:
-            lo = store.get_min_offset_in_queue(topic, queue_id)
-        hi = f.get("max_offset")
-        if hi is None:
-            hi = store.get_max_offset_in_queue(topic, queue_id)
         ext = {
             "suggestWhichBrokerId": "0",
-            "nextBeginOffset": str(f.get("next_begin_offset", lo)),
-            "minOffset": str(lo),
-            "maxOffset": str(hi),
+            "nextBeginOffset": str(f["next_begin_offset"]),
+            "minOffset": str(f["min_offset"]),
+            "maxOffset": str(f["max_offset"]),
         }
         return request.response(ResponseCode.PULL_OFFSET_MOVED, ext, remark=exc.message)
 

@@ -104,23 +104,10 @@ class SendHandlers:
             ctrl.metrics.sent(api, put.status.value, outcome.count, time.perf_counter() - t0)
             return self._answer(request, outcome, put, runs=runs)
 
-        pending = outcome.pending
-        if pending is None:
-            return answer(outcome.put)
-        result: asyncio.Future[RemotingCommand] = pending.get_loop().create_future()
+        def failed(exc: PyMQError) -> None:
+            ctrl.metrics.send_failed(api, exc.code)
 
-        def settle(f: asyncio.Future[PutMessageResult]) -> None:
-            if f.cancelled():
-                result.cancel()
-                return
-            try:
-                result.set_result(answer(outcome.settle(f.result(), ctrl.topics)))
-            except PyMQError as exc:
-                ctrl.metrics.send_failed(api, exc.code)
-                result.set_exception(exc)
-
-        pending.add_done_callback(settle)
-        return result
+        return self._when_stored(outcome, answer, failed)
 
     def _single(
         self,
@@ -204,34 +191,38 @@ class SendHandlers:
         routed = ctrl.send.send_back(group, req, born_host=self._host(channel))
         outcome = ctrl.send.put_single(routed)
 
-        def answer(put: PutMessageResult) -> RemotingCommand:
-            return request.response(ResponseCode.SUCCESS)
+        return self._when_stored(outcome, lambda _: request.response(ResponseCode.SUCCESS))
 
+    def _when_stored(
+        self,
+        outcome: SendOutcome,
+        answer: Callable[[PutMessageResult], RemotingCommand],
+        failed: Callable[[PyMQError], None] | None = None,
+    ) -> RemotingCommand | asyncio.Future[RemotingCommand]:
+        """``answer(result)`` now, or (a SYNC_FLUSH append waiting for its group commit)
+        a future of it, settled from a callback: no task per send."""
         pending = outcome.pending
         if pending is None:
             return answer(outcome.put)
-        return _then(pending, lambda put: answer(outcome.settle(put, ctrl.topics)))
+        result: asyncio.Future[RemotingCommand] = pending.get_loop().create_future()
+        topics = self.ctrl.topics
+
+        def settle(f: asyncio.Future[PutMessageResult]) -> None:
+            if f.cancelled():
+                result.cancel()
+                return
+            try:
+                result.set_result(answer(outcome.settle(f.result(), topics)))
+            except PyMQError as exc:
+                if failed is not None:
+                    failed(exc)
+                result.set_exception(exc)
+
+        pending.add_done_callback(settle)
+        return result
 
     def forget(self, channel: Channel) -> None:
         self._hosts.pop(channel, None)
-
-
-def _then(
-    source: asyncio.Future[PutMessageResult], fn: Callable[[PutMessageResult], RemotingCommand]
-) -> asyncio.Future[RemotingCommand]:
-    result: asyncio.Future[RemotingCommand] = source.get_loop().create_future()
-
-    def settle(f: asyncio.Future[PutMessageResult]) -> None:
-        if f.cancelled():
-            result.cancel()
-            return
-        try:
-            result.set_result(fn(f.result()))
-        except PyMQError as exc:
-            result.set_exception(exc)
-
-    source.add_done_callback(settle)
-    return result
 
 
 def _offset_runs(offsets: np.ndarray, segment_size: int) -> str:

@@ -715,12 +715,7 @@ class Producer:
                     addr, mq, encoded, split_send_timeout(remaining_ms, attempts - attempt)
                 )
             except PyMQError as exc:
-                ctx.latency_ms = (time.monotonic() - t0) * 1000
-                ctx.exception = exc
-                self.fault_strategy.update_fault_item(
-                    mq.broker_name, ctx.latency_ms, isolation=exc.retriable
-                )
-                self._hooks_after(ctx)
+                self._attempt_ended(ctx, t0, None, exc)
                 if not (exc.retriable or exc.invalid_metadata):
                     raise
                 if exc.invalid_metadata:
@@ -728,15 +723,8 @@ class Producer:
                 last_error, last_broker = exc, mq.broker_name
                 log.debug("send attempt %d to %s failed: %s", attempt + 1, mq.broker_name, exc)
                 continue
-            ctx.latency_ms = (time.monotonic() - t0) * 1000
-            ctx.result = result
-            self.fault_strategy.update_fault_item(mq.broker_name, ctx.latency_ms, isolation=False)
-            self._hooks_after(ctx)
-            if (
-                result.status is not SendStatus.SEND_OK
-                and self.retry_another_broker_when_not_store_ok
-                and attempt + 1 < attempts
-            ):
+            self._attempt_ended(ctx, t0, result, None)
+            if self._retries_status(result, attempt + 1 < attempts):
                 last_broker = mq.broker_name
                 continue
             return result
@@ -745,6 +733,26 @@ class Producer:
                 f"send to {encoded.topic} timed out after {budget_ms} ms (send_msg_timeout_ms)"
             )
         raise last_error
+
+    def _attempt_ended(
+        self, ctx: SendContext, t0: float, result: SendResult | None, exc: PyMQError | None
+    ) -> None:
+        """An attempt's outcome into its context, the broker's fault item and the hooks
+        (a failure that may mean the broker is down isolates it)."""
+        ctx.latency_ms = (time.monotonic() - t0) * 1000
+        ctx.result, ctx.exception = result, exc
+        self.fault_strategy.update_fault_item(
+            ctx.broker_name, ctx.latency_ms, isolation=exc is not None and exc.retriable
+        )
+        self._hooks_after(ctx)
+
+    def _retries_status(self, result: SendResult, attempts_left: bool) -> bool:
+        """A stored but not SEND_OK answer goes to another broker when so configured."""
+        return (
+            result.status is not SendStatus.SEND_OK
+            and self.retry_another_broker_when_not_store_ok
+            and attempts_left
+        )
 
     def _send_command(self, mq: MessageQueue, encoded: _Encoded) -> RemotingCommand:
         """SEND_BATCH_MESSAGE of ``encoded`` to ``mq`` (one message is a batch of one;
@@ -895,15 +903,8 @@ class Producer:
             if self._failed_async(st, mq, ctx, t0, failure):
                 self._retry_async(st, failure)
             return
-        ctx.latency_ms = (time.monotonic() - t0) * 1000
-        ctx.result = result
-        self.fault_strategy.update_fault_item(mq.broker_name, ctx.latency_ms, isolation=False)
-        self._hooks_after(ctx)
-        if (
-            result.status is not SendStatus.SEND_OK
-            and self.retry_another_broker_when_not_store_ok
-            and st.attempt < st.attempts
-        ):
+        self._attempt_ended(ctx, t0, result, None)
+        if self._retries_status(result, st.attempt < st.attempts):
             st.last_broker = mq.broker_name
             self._retry_async(st, None)
             return
@@ -913,12 +914,7 @@ class Producer:
         self, st: _AsyncSend, mq: MessageQueue, ctx: SendContext, t0: float, exc: PyMQError
     ) -> bool:
         """Record a failed attempt; True if another may follow, else ``done`` was called."""
-        ctx.latency_ms = (time.monotonic() - t0) * 1000
-        ctx.exception = exc
-        self.fault_strategy.update_fault_item(
-            mq.broker_name, ctx.latency_ms, isolation=exc.retriable
-        )
-        self._hooks_after(ctx)
+        self._attempt_ended(ctx, t0, None, exc)
         if not (exc.retriable or exc.invalid_metadata) or st.attempt >= st.attempts:
             st.done(None, exc)
             return False

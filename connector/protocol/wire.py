@@ -1,4 +1,4 @@
-"""The binary fast paths of the broker's HTTP API.
+"""The binary forms of the broker's REST API (the data plane is remoting).
 
 Batch send: ``POST /topics/{topic}/messages/batch`` with
 ``Content-Type: application/octet-stream`` and the batch encoding of

@@ -26,7 +26,25 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["ENV_PREFIX", "convert", "load_settings", "read_toml", "settings_keys"]
+__all__ = [
+    "ENV_PREFIX",
+    "HTTP_PORT_OFFSET",
+    "convert",
+    "http_port_for",
+    "load_settings",
+    "read_toml",
+    "settings_keys",
+]
+
+HTTP_PORT_OFFSET = 4  # a server's REST port by default: its remoting port + 4 (9880, 10915)
+
+
+def http_port_for(port: int, http_port: int | None) -> int:
+    """``http_port`` if set, else ``port`` + 4; both free (0) with port 0."""
+    if http_port is not None:
+        return http_port
+    return 0 if port == 0 else port + HTTP_PORT_OFFSET
+
 
 ENV_PREFIX = "PYMQ_"
 T = TypeVar("T")

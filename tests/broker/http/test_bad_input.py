@@ -218,7 +218,9 @@ CASES: dict[str, Case] = {
     "binary_compressed_unknown_codec": batch(FIRST, 400, "BAD_REQUEST", compressed="snappy"),
     **{name: batch(data, 400, "MESSAGE_ILLEGAL") for name, data in BATCH_CASES.items()},
     # offsets
-    "pull_offset_negative": pull_case(400, "OFFSET_ILLEGAL", offset=-1),
+    "pull_offset_negative": pull_case(
+        400, "OFFSET_ILLEGAL", offset=-1, fields=("min_offset", "max_offset", "next_begin_offset")
+    ),
     "pull_offset_huge": pull_case(
         400,
         "OFFSET_ILLEGAL",
