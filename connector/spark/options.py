@@ -1,9 +1,19 @@
-"""The source's and sink's options, parsed once on the driver (names as CONTRACT.md)."""
+"""The source's and sink's options, parsed once on the driver (names as CONTRACT.md).
+
+Names follow Spark's Kafka source where the idea is the same (its Kafka names
+``maxOffsetsPerTrigger``/``minOffsetsPerTrigger`` are aliases). Spark hands
+options over case-insensitively, so names are compared lower-cased, and a name
+that is neither a read nor a write option is refused naming the closest known
+one: a misspelt option must not be ignored silently.
+"""
 
 from __future__ import annotations
 
+import difflib
 import json
+import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +32,64 @@ from pyspark.sql.types import (
 from connector.errors import ConfigError
 from connector.protocol.names import validate_topic
 
-__all__ = ["READ_SCHEMA", "ReadOptions", "WriteOptions", "namesrv_option"]
+__all__ = [
+    "READ_OPTIONS",
+    "READ_SCHEMA",
+    "WRITE_OPTIONS",
+    "ReadOptions",
+    "WriteOptions",
+    "check_names",
+    "namesrv_option",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Kafka's maxTriggerDelay default, 15m
+
+_SECURITY_OPTIONS = ("accessKey", "secretKey", "tls", "tlsCaFile")
+READ_OPTIONS = frozenset(
+    {
+        "namesrv",
+        "topic",
+        "subscribePattern",
+        "assign",
+        "startingOffsets",
+        "startingTimestamp",
+        "startingOffsetsByTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "endingOffsets",
+        "endingTimestamp",
+        "endingOffsetsByTimestamp",
+        "maxMessagesPerTrigger",
+        "maxOffsetsPerTrigger",
+        "minMessagesPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxTriggerDelay",
+        "maxBytesPerTrigger",
+        "minPartitions",
+        "maxRecordsPerPartition",
+        "failOnDataLoss",
+        "tags",
+        "consumerGroup",
+        "pullBatchSize",
+        *_SECURITY_OPTIONS,
+    }
+)
+WRITE_OPTIONS = frozenset(
+    {
+        "namesrv",
+        "topic",
+        "producerGroup",
+        "sendLatencyFaultEnable",
+        "retryTimesWhenSendFailed",
+        "sendMsgTimeoutMs",
+        "batchSize",
+        "deliveryGuarantee",
+        *_SECURITY_OPTIONS,
+    }
+)
+# what Spark itself may put among a source's options: load(path) / save(path)
+SPARK_OPTIONS = frozenset({"path"})
 
 READ_SCHEMA = StructType(
     [
@@ -54,6 +121,53 @@ def namesrv_option(options: Mapping[str, str]) -> str:
     if not value:
         raise ConfigError("option namesrv is required (or set PYMQ_NAMESRV)")
     return value
+
+
+def check_names(options: Mapping[str, str], *, write: bool) -> None:
+    """Refuse an option name pymq does not know, naming the closest known one.
+
+    A name known only to the other side (a write option on a read, say) is logged and
+    ignored, as Kafka's source does with one option map shared by a read and a write.
+    """
+    mine, other = (WRITE_OPTIONS, READ_OPTIONS) if write else (READ_OPTIONS, WRITE_OPTIONS)
+    known = {n.lower(): n for n in (*sorted(mine), *sorted(other), *sorted(SPARK_OPTIONS))}
+    side = "write" if write else "read"
+    for key in options:
+        name = known.get(key.lower())
+        if name is None:
+            close = difflib.get_close_matches(key.lower(), list(known), n=1, cutoff=0.6)
+            hint = f"; did you mean {known[close[0]]}?" if close else ""
+            raise ConfigError(f"option {key} is not a pymq {side} option{hint}")
+        if name not in mine and name not in SPARK_OPTIONS:
+            log.warning("option %s is not a %s option: ignored", name, side)
+
+
+def _one_of(options: Mapping[str, str], name: str, alias: str) -> str:
+    """The spelling of an option the user gave, ``name`` or its Kafka ``alias``."""
+    if _get(options, name) is not None and _get(options, alias) is not None:
+        raise ConfigError(f"options {name} and {alias} are the same; give one")
+    return alias if _get(options, alias) is not None else name
+
+
+def _duration_ms(options: Mapping[str, str], name: str, default_ms: int) -> int:
+    """Spark's duration strings: ``500ms``, ``30s``, ``15m``, ``1h``, ``1d``; plain = ms."""
+    raw = _get(options, name)
+    if raw is None:
+        return default_ms
+    m = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", raw.lower())
+    if m is None:
+        raise ConfigError(f"option {name}: {raw!r} is not a duration like 500ms, 30s, 15m, 1h")
+    unit_ms = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+    return int(m.group(1)) * unit_ms.get(m.group(2), 86_400_000)
+
+
+def _security(options: Mapping[str, str]) -> None:
+    # named in CONTRACT.md for RocketMQ users; pymq's brokers have no ACL or TLS yet,
+    # so asking for them fails instead of sending in the clear
+    if _get(options, "accessKey") is not None or _get(options, "secretKey") is not None:
+        raise ConfigError("options accessKey/secretKey: pymq brokers have no ACL (not supported)")
+    if _bool(options, "tls", False) or _get(options, "tlsCaFile") is not None:
+        raise ConfigError("options tls/tlsCaFile: pymq brokers do not speak TLS (not supported)")
 
 
 def _int(options: Mapping[str, str], name: str, default: int, low: int = 1) -> int:
@@ -103,8 +217,88 @@ def _offsets(options: Mapping[str, str], name: str, default: str) -> str | dict[
     return parsed
 
 
+def _per_queue_ms(options: Mapping[str, str], name: str) -> dict[str, Any] | None:
+    """JSON ``{"T": {"broker-a": {"0": ms}}}`` of timestamps, or None when not given."""
+    if _get(options, name) is None:
+        return None
+    parsed = _offsets(options, name, "")
+    if not isinstance(parsed, dict) or not all(
+        isinstance(ms, int) and not isinstance(ms, bool) and ms >= 0
+        for bs in parsed.values()
+        for qs in bs.values()
+        for ms in qs.values()
+    ):
+        raise ConfigError(
+            f'option {name}: JSON of timestamps in ms, like {{"T": {{"broker-a": {{"0": 0}}}}}}'
+        )
+    return parsed
+
+
+def _assign(options: Mapping[str, str]) -> dict[str, dict[str, tuple[int, ...]]] | None:
+    """JSON ``{"T": {"broker-a": [0, 1]}}``: exactly these queues."""
+    raw = _get(options, "assign")
+    if raw is None:
+        return None
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    if (
+        not isinstance(parsed, dict)
+        or not parsed
+        or not all(
+            isinstance(bs, dict)
+            and bs
+            and all(
+                isinstance(qs, list)
+                and qs
+                and all(isinstance(q, int) and not isinstance(q, bool) and q >= 0 for q in qs)
+                for qs in bs.values()
+            )
+            for bs in parsed.values()
+        )
+    ):
+        raise ConfigError(f'option assign: JSON like {{"T": {{"broker-a": [0, 1]}}}}, not {raw!r}')
+    return {
+        validate_topic(t): {b: tuple(sorted(set(qs))) for b, qs in bs.items()}
+        for t, bs in parsed.items()
+    }
+
+
+def _pattern(options: Mapping[str, str]) -> re.Pattern[str] | None:
+    raw = _get(options, "subscribePattern")
+    if raw is None:
+        return None
+    try:
+        return re.compile(raw)
+    except re.error as exc:
+        raise ConfigError(f"option subscribePattern: {raw!r} is not a regex ({exc})") from None
+
+
+def _topics(options: Mapping[str, str]) -> tuple[str, ...]:
+    raw = _get(options, "topic")
+    if raw is None:
+        return ()
+    topics = tuple(validate_topic(t.strip()) for t in raw.split(",") if t.strip())
+    if not topics:
+        raise ConfigError("option topic: a comma-separated list of topics, not empty")
+    return topics
+
+
+def _ms_or_none(options: Mapping[str, str], name: str) -> int | None:
+    return None if _get(options, name) is None else _int(options, name, 0, 0)
+
+
 @dataclass(frozen=True)
 class ReadOptions:
+    """Parsed read options; ``parse`` is the only constructor used (defaults live there).
+
+    What to read is exactly one of ``topics``, ``pattern`` (subscribePattern, matched
+    with ``fullmatch``) and ``assign`` (topic -> broker -> queue ids). Starting point:
+    ``starting_timestamp`` wins over ``starting_by_timestamp``, which wins over
+    ``starting``; the same order for the batch end.
+    """
+
     namesrv: str
     topics: tuple[str, ...]
     starting: str | dict[str, Any]
@@ -115,7 +309,17 @@ class ReadOptions:
     pull_batch_size: int
     min_partitions: int
     consumer_group: str | None
-    max_per_trigger: int | None  # streams only: maxMessagesPerTrigger
+    max_per_trigger: int | None  # streams only: maxMessagesPerTrigger / maxOffsetsPerTrigger
+    pattern: re.Pattern[str] | None = None
+    assign: dict[str, dict[str, tuple[int, ...]]] | None = None
+    starting_by_timestamp: dict[str, Any] | None = None
+    starting_timestamp_strategy: str = "error"  # "error" | "latest": a time past a queue's end
+    ending_timestamp: int | None = None
+    ending_by_timestamp: dict[str, Any] | None = None
+    min_per_trigger: int | None = None  # minMessagesPerTrigger / minOffsetsPerTrigger
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    max_bytes_per_trigger: int | None = None
+    max_records_per_partition: int | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, stream: bool) -> ReadOptions:
@@ -124,23 +328,47 @@ class ReadOptions:
         ``stream`` only picks the default of ``startingOffsets`` (``latest`` for streams,
         ``earliest`` for batch), so either value checks the same options.
         """
-        raw_topics = _get(options, "topic") or ""
-        topics = tuple(validate_topic(t.strip()) for t in raw_topics.split(",") if t.strip())
-        if not topics:
-            raise ConfigError("option topic is required (a comma-separated list)")
-        ts = _get(options, "startingTimestamp")
+        check_names(options, write=False)
+        given = [n for n in ("topic", "subscribePattern", "assign") if _get(options, n) is not None]
+        if len(given) != 1:
+            what = " and ".join(given) if given else "none"
+            raise ConfigError(
+                f"give exactly one of the options topic, subscribePattern, assign ({what} given)"
+            )
+        _security(options)
+        strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").lower()
+        if strategy not in ("error", "latest"):
+            raise ConfigError(
+                f"option startingOffsetsByTimestampStrategy: error or latest, not {strategy!r}"
+            )
         return cls(
             namesrv=namesrv_option(options),
-            topics=topics,
+            topics=_topics(options),
+            pattern=_pattern(options),
+            assign=_assign(options),
             starting=_offsets(options, "startingOffsets", "latest" if stream else "earliest"),
             ending=_offsets(options, "endingOffsets", "latest"),
-            starting_timestamp=_int(options, "startingTimestamp", 0, 0) if ts else None,
+            starting_timestamp=_ms_or_none(options, "startingTimestamp"),
+            starting_by_timestamp=_per_queue_ms(options, "startingOffsetsByTimestamp"),
+            starting_timestamp_strategy=strategy,
+            ending_timestamp=_ms_or_none(options, "endingTimestamp"),
+            ending_by_timestamp=_per_queue_ms(options, "endingOffsetsByTimestamp"),
             tags=_get(options, "tags"),
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             pull_batch_size=_int(options, "pullBatchSize", 5000),
             min_partitions=_int(options, "minPartitions", 1),
             consumer_group=_get(options, "consumerGroup"),
-            max_per_trigger=_int_or_none(options, "maxMessagesPerTrigger"),
+            max_per_trigger=_int_or_none(
+                options, _one_of(options, "maxMessagesPerTrigger", "maxOffsetsPerTrigger")
+            ),
+            min_per_trigger=_int_or_none(
+                options, _one_of(options, "minMessagesPerTrigger", "minOffsetsPerTrigger")
+            ),
+            max_trigger_delay_ms=_duration_ms(
+                options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS
+            ),
+            max_bytes_per_trigger=_int_or_none(options, "maxBytesPerTrigger"),
+            max_records_per_partition=_int_or_none(options, "maxRecordsPerPartition"),
         )
 
 
@@ -156,6 +384,15 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        check_names(options, write=True)
+        _security(options)
+        guarantee = (_get(options, "deliveryGuarantee") or "at-least-once").lower()
+        if guarantee == "exactly-once":
+            raise ConfigError("option deliveryGuarantee: exactly-once is not supported yet")
+        if guarantee != "at-least-once":
+            raise ConfigError(
+                f"option deliveryGuarantee: at-least-once or exactly-once, not {guarantee!r}"
+            )
         topic = _get(options, "topic")
         return cls(
             namesrv=namesrv_option(options),

@@ -34,8 +34,9 @@ BAD = [
         id="maxMessagesPerTrigger",
     ),
     pytest.param(
-        {"assign": '{"T": {"broker-a": [0]}}'},
-        "connector.errors.ConfigError: option topic is required",
+        {"tags": "A"},
+        "connector.errors.ConfigError: give exactly one of the options topic, subscribePattern,"
+        " assign (none given)",
         id="no-topic",
     ),
     pytest.param(
