@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -25,6 +24,7 @@ from pyspark.sql.types import StructType
 
 from connector.errors import ConfigError, InvalidTopicError
 from connector.spark.options import READ_SCHEMA, ReadOptions, WriteOptions
+from connector.spark.queues import pick_offset
 
 __all__ = ["PyMQBatchReader", "PyMQDataSource", "QueueRange", "pick_offset"]
 
@@ -88,71 +88,74 @@ class PyMQDataSource(DataSource):
 
 
 def resolve_ranges(opts: ReadOptions) -> list[QueueRange]:
-    """Every queue of the topics with its start and end offset, decided now, on the driver."""
+    """Every queue read with its start and end offset, decided now, on the driver."""
     from connector.client.consumer import PullConsumer  # noqa: PLC0415
+    from connector.errors import TopicNotExistError  # noqa: PLC0415
+    from connector.spark.queues import QueueFinder  # noqa: PLC0415
 
-    ranges: list[QueueRange] = []
     with PullConsumer(
         group=opts.consumer_group or "pymq-spark-reader", namesrv=opts.namesrv
     ) as consumer:
-        for topic in opts.topics:
-            for mq in consumer.fetch_queues(topic):
-                lo, hi = consumer.min_offset(mq), consumer.max_offset(mq)
-                start = pick_offset(opts.starting, topic, mq.broker_name, mq.queue_id, lo, hi)
-                if opts.starting_timestamp is not None:
-                    start = consumer.search_offset(mq, opts.starting_timestamp)
-                end = pick_offset(opts.ending, topic, mq.broker_name, mq.queue_id, hi, hi)
-                if end > start:
-                    ranges.append(QueueRange(topic, mq.broker_name, mq.queue_id, start, end))
-    return split_ranges(ranges, opts.min_partitions)
+        finder = QueueFinder(opts, consumer)
+        queues, _, gone = finder.queues()
+        if gone:
+            raise TopicNotExistError(f"No route info of this topic: {', '.join(sorted(gone))}")
+        bounds = finder.bounds(queues)
+        finder.check_assigned(set(bounds))
+        starts, ends = finder.starts(bounds), finder.ends(bounds)
+    ranges = [QueueRange(*k, starts[k], ends[k]) for k in sorted(bounds) if ends[k] > starts[k]]
+    return split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
 
 
-def pick_offset(
-    spec: str | dict[str, Any], topic: str, broker: str, qid: int, lo: int, hi: int
-) -> int:
-    """``earliest`` -> lo, ``latest`` -> hi, JSON -> its value (-2 earliest, -1 latest)."""
-    if spec == "earliest":
-        return lo
-    if spec == "latest":
-        return hi
-    assert isinstance(spec, dict)
-    value = spec.get(topic, {}).get(broker, {}).get(str(qid))
-    if value is None:
-        return lo  # a queue the JSON does not name: from its start (as Kafka's source)
-    return {-2: lo, -1: hi}.get(int(value), int(value))
+def split_ranges(
+    ranges: list[QueueRange], min_partitions: int, max_records: int | None = None
+) -> list[QueueRange]:
+    """Cut ranges into contiguous pieces that cover each exactly (a re-run reads the same rows).
 
-
-def split_ranges(ranges: list[QueueRange], min_partitions: int) -> list[QueueRange]:
-    """Split the largest ranges until there are at least ``min_partitions``."""
-    out = list(ranges)
-    while out and len(out) < min_partitions:
-        out.sort(key=lambda r: r.end - r.start)
-        big = out.pop()
-        if big.end - big.start < 2:
-            out.append(big)
-            break
-        mid = big.start + (big.end - big.start) // 2
+    With fewer ranges than ``min_partitions``, each range gets pieces in proportion to
+    its size, so there are at least ``min_partitions`` (as Kafka's offset range
+    calculator); no piece holds more than ``max_records`` offsets. A range is cut
+    into pieces of equal size (within one offset).
+    """
+    total = sum(r.end - r.start for r in ranges)
+    out: list[QueueRange] = []
+    for r in ranges:
+        size = r.end - r.start
+        parts = 1
+        if len(ranges) < min_partitions and total > 0:
+            parts = -(-size * min_partitions // total)  # ceil
+        if max_records:
+            parts = max(parts, -(-size // max_records))
+        parts = max(1, min(parts, size))
         out += [
-            QueueRange(big.topic, big.broker_name, big.queue_id, big.start, mid),
-            QueueRange(big.topic, big.broker_name, big.queue_id, mid, big.end),
+            QueueRange(
+                r.topic,
+                r.broker_name,
+                r.queue_id,
+                r.start + size * i // parts,
+                r.start + size * (i + 1) // parts,
+            )
+            for i in range(parts)
         ]
     return sorted(out, key=lambda r: (r.topic, r.broker_name, r.queue_id, r.start))
 
 
 def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """``[start, end)`` as Arrow batches, one per pull, in offset order (runs on an executor)."""
-    from connector.client.consumer import PullConsumer  # noqa: PLC0415
+    """``[start, end)`` as Arrow batches, one per pull, in offset order (runs on an executor,
+    with that process's cached ``PullConsumer``: see ``clients.py``)."""
     from connector.errors import InvalidOffsetError  # noqa: PLC0415
     from connector.protocol.hashing import parse_tags  # noqa: PLC0415
     from connector.protocol.message import MessageQueue  # noqa: PLC0415
     from connector.protocol.status import PullStatus  # noqa: PLC0415
+    from connector.spark.clients import pull_consumer  # noqa: PLC0415
     from connector.spark.columnar import records_to_batch  # noqa: PLC0415
 
     mq = MessageQueue(part.topic, part.broker_name, part.queue_id)
     wanted = parse_tags(opts.tags)
     offset = part.start
-    with PullConsumer(
-        group=opts.consumer_group or "pymq-spark-reader", namesrv=opts.namesrv
+    # the process's cached consumer: the next task (and micro-batch) reuses its connections
+    with pull_consumer(
+        namesrv=opts.namesrv, group=opts.consumer_group or "pymq-spark-reader"
     ) as consumer:
         while offset < part.end:
             want = min(opts.pull_batch_size, part.end - offset)
@@ -189,8 +192,7 @@ class PyMQBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        ranges = resolve_ranges(self.opts)
-        return ranges or [QueueRange(self.opts.topics[0], "", 0, 0, 0)]
+        return resolve_ranges(self.opts) or [QueueRange("", "", 0, 0, 0)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, QueueRange)

@@ -2,9 +2,13 @@
 
 Offsets are JSON ``{"topic": {"broker-a": {"0": 42}}}``: for every queue the
 next offset to read. ``latestOffset(start, limit)`` decides each
-micro-batch's end on the driver; with ``maxMessagesPerTrigger`` the limit is
-split across queues by backlog. ``read()`` pulls exactly ``[start, end)``
-of one queue, so a micro-batch re-run after a failure reads the same rows.
+micro-batch's end on the driver; the rate options (``maxMessagesPerTrigger``,
+``minMessagesPerTrigger`` with ``maxTriggerDelay``, ``maxBytesPerTrigger``) are
+applied there, see ``limits.py``. ``partitions()`` cuts the queues' ranges into
+pieces for ``minPartitions`` / ``maxRecordsPerPartition``; ``read()`` pulls exactly
+``[start, end)`` of one piece, so a micro-batch re-run after a failure reads the
+same rows. ``reportLatestOffset`` gives Spark the queues' ends, so a query's
+progress shows ``latestOffset`` next to ``endOffset`` (the lag).
 A queue that appears later (more queues, a new broker) starts at its
 earliest offset, as Kafka's source does for new partitions. With
 ``consumerGroup``, ``commit(end)`` stores the offsets on the brokers so
@@ -24,21 +28,18 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
+from connector.spark.limits import Admission, TriggerLimits, default_read_limit, split_limit
 from connector.spark.options import ReadOptions, WriteOptions
 from connector.spark.sink import SinkCommitMessage, write_batches
-from connector.spark.source import QueueRange, pick_offset, read_range
+from connector.spark.source import QueueRange, read_range, split_ranges
 
 __all__ = ["PyMQStreamReader", "PyMQStreamWriter", "RefusedStreamReader", "split_limit"]
 
 log = logging.getLogger(__name__)
 Offsets = dict[str, dict[str, dict[str, int]]]
+BYTES_SAMPLE = 8  # messages pulled per queue to size a batch for maxBytesPerTrigger
 
 
 def _flat(offsets: Offsets) -> dict[tuple[str, str, int], int]:
@@ -57,23 +58,6 @@ def _nest(flat: dict[tuple[str, str, int], int]) -> Offsets:
     return out
 
 
-def split_limit(start: dict[Any, int], latest: dict[Any, int], max_rows: int) -> dict[Any, int]:
-    """End offsets reading at most ``max_rows`` in all, shared by backlog (largest first)."""
-    backlog = {k: max(0, latest[k] - start.get(k, 0)) for k in latest}
-    total = sum(backlog.values())
-    if total <= max_rows:
-        return dict(latest)
-    share = {k: (v * max_rows) // total for k, v in backlog.items()}
-    left = max_rows - sum(share.values())
-    for k in sorted(backlog, key=lambda k: backlog[k] - share[k], reverse=True):
-        if left <= 0:
-            break
-        if share[k] < backlog[k]:
-            share[k] += 1
-            left -= 1
-    return {k: start.get(k, 0) + share[k] for k in latest}
-
-
 class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: ReadOptions, schema: pa.Schema) -> None:
         self.opts = opts
@@ -81,7 +65,10 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[tuple[str, str, int], int] | None = None
         self._latest: dict[tuple[str, str, int], int] = {}
         self._known: dict[tuple[str, str, int], tuple[int, int]] = {}
+        self._topics: set[str] = set()  # the topics read that have a route (see _bounds)
+        self._gone: set[str] = set()
         self._consumer: Any = None
+        self._admission = Admission()
 
     def _client(self) -> Any:
         if self._consumer is None:
@@ -93,60 +80,127 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._consumer
 
     def _bounds(self) -> dict[tuple[str, str, int], tuple[int, int]]:
-        """(min, max) offset of every queue; a broker that does not answer keeps the
-        last bounds seen (the query waits for it instead of failing)."""
+        """(min, max) offset of every queue read now (``subscribePattern`` is asked again);
+        a broker that does not answer keeps the last bounds seen (the query waits for it
+        instead of failing). Sets ``self._topics`` (those with a route) and ``self._gone``
+        (topics named by ``topic``/``assign`` that have none)."""
         from connector.errors import PyMQError  # noqa: PLC0415
+        from connector.spark.queues import QueueFinder  # noqa: PLC0415
 
         consumer = self._client()
+        queues, self._topics, self._gone = QueueFinder(self.opts, consumer).queues()
         out = {}
-        for topic in self.opts.topics:
-            for mq in consumer.fetch_queues(topic):
-                key = (topic, mq.broker_name, mq.queue_id)
-                try:
-                    out[key] = (consumer.min_offset(mq), consumer.max_offset(mq))
-                except PyMQError as exc:
-                    if key not in self._known:
-                        raise
-                    log.warning("%s: offsets unavailable (%s); using the last seen", mq, exc)
-                    out[key] = self._known[key]
+        for mq in queues:
+            key = (mq.topic, mq.broker_name, mq.queue_id)
+            try:
+                out[key] = (consumer.min_offset(mq), consumer.max_offset(mq))
+            except PyMQError as exc:
+                if key not in self._known:
+                    raise
+                log.warning("%s: offsets unavailable (%s); using the last seen", mq, exc)
+                out[key] = self._known[key]
         self._known.update(out)
         return out
 
     def initialOffset(self) -> Offsets:
-        bounds = self._bounds()
-        start: dict[tuple[str, str, int], int] = {}
-        for key, (lo, hi) in bounds.items():
-            if self.opts.starting_timestamp is not None:
-                from connector.protocol.message import MessageQueue  # noqa: PLC0415
+        from connector.errors import TopicNotExistError  # noqa: PLC0415
+        from connector.spark.queues import QueueFinder  # noqa: PLC0415
 
-                mq = MessageQueue(*key)
-                start[key] = self._client().search_offset(mq, self.opts.starting_timestamp)
-            else:
-                start[key] = pick_offset(self.opts.starting, *key, lo, hi)
-        return _nest(start)
+        bounds = self._bounds()
+        if self._gone:
+            names = ", ".join(sorted(self._gone))
+            raise TopicNotExistError(f"No route info of this topic: {names}")
+        finder = QueueFinder(self.opts, self._client())
+        finder.check_assigned(set(bounds))
+        return _nest(finder.starts(bounds))
+
+    def _lost(
+        self, begin: dict[tuple[str, str, int], int], bounds: dict[Any, tuple[int, int]]
+    ) -> tuple[set[str], dict[tuple[str, str, int], int]]:
+        """Topics deleted since ``begin`` and queues whose offsets went backwards (a topic
+        deleted and created again), with where each of those queues starts again.
+
+        With failOnDataLoss (the default) either fails the query, as Kafka's source does;
+        without, it is logged: a deleted topic is dropped from the offsets (read from its
+        start should it come back), a queue that went backwards restarts at its min offset.
+        """
+        from connector.errors import InvalidOffsetError  # noqa: PLC0415
+
+        deleted = sorted({k[0] for k in begin} - self._topics)
+        back = {k: bounds[k] for k, v in begin.items() if k in bounds and bounds[k][1] < v}
+        problems = [f"topic {t} was deleted" for t in deleted] + [
+            f"queue {t}:{b}:{q} now ends at offset {hi}, before offset {begin[(t, b, q)]}"
+            " the query already reached (its topic deleted and created again?)"
+            for (t, b, q), (_, hi) in sorted(back.items())
+        ]
+        if problems and self.opts.fail_on_data_loss:
+            raise InvalidOffsetError(
+                "; ".join(problems) + ": some data may have been lost. failOnDataLoss=false"
+                " logs this and goes on (a queue from its new start)"
+            )
+        for problem in problems:
+            log.warning("%s: some data may have been lost (failOnDataLoss=false)", problem)
+        return set(deleted), {k: lo for k, (lo, _) in back.items()}
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        if self.opts.max_per_trigger:
-            return ReadMaxRows(self.opts.max_per_trigger)
-        return ReadAllAvailable()
+        return default_read_limit(self.opts)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {k: hi for k, (_, hi) in self._bounds().items()}
 
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
-        latest = {k: hi for k, (_, hi) in self._bounds().items()}
+        bounds = self._bounds()
+        latest = {k: hi for k, (_, hi) in bounds.items()}
         if self._target is not None:  # AvailableNow: nothing past what existed at the start
             latest = {k: min(v, self._target.get(k, 0)) for k, v in latest.items()}
         begin = _flat(start)
+        deleted, restart = self._lost(begin, bounds)
+        begin = {k: v for k, v in begin.items() if k[0] not in deleted}
         # a queue missing from the route for a while (its broker down) keeps its offset:
         # dropping it would make it "new" again later, read from its start a second time
         latest = {k: max(latest.get(k, v), v) for k, v in begin.items()} | {
             k: v for k, v in latest.items() if k not in begin
         }
+        # a queue that went backwards ends this batch at its new start: partitions() reads
+        # nothing of it now (end < start), the next batch reads on from there
+        latest |= restart
         self._latest = latest
-        if isinstance(limit, ReadMaxRows):
-            latest = split_limit(begin, latest, limit.max_rows)
-        return _nest(latest)
+        end = self._admission.end(
+            begin,
+            latest,
+            TriggerLimits.of(self.opts, limit),
+            available_now=self._target is not None,
+            avg_bytes=lambda ends: self._avg_bytes(begin, ends),
+        )
+        return _nest(end | restart)
+
+    def _avg_bytes(
+        self, begin: dict[tuple[str, str, int], int], ends: dict[tuple[str, str, int], int]
+    ) -> dict[tuple[str, str, int], float]:
+        """Average stored body size of the next messages of each queue with a backlog:
+        one pull of up to ``BYTES_SAMPLE`` messages at its start offset (maxBytesPerTrigger).
+        A queue whose pull fails or finds nothing is left out (``split_bytes`` then uses the
+        others' mean)."""
+        from connector.errors import PyMQError  # noqa: PLC0415
+        from connector.protocol.message import MessageQueue  # noqa: PLC0415
+        from connector.protocol.scan import index_records  # noqa: PLC0415
+
+        consumer = self._client()
+        out = {}
+        for key, end in ends.items():
+            offset = begin.get(key, 0)
+            if end <= offset:
+                continue
+            try:
+                want = min(BYTES_SAMPLE, end - offset)
+                res = consumer.pull_records(MessageQueue(*key), offset, want, tags=self.opts.tags)
+            except PyMQError as exc:
+                log.warning("sampling message sizes of %s failed: %s", key, exc)
+                continue
+            index = index_records(res.records) if res.records else None
+            if index is not None and len(index):
+                out[key] = float(index.body_len.mean())
+        return out
 
     def reportLatestOffset(self) -> Offsets | None:
         return _nest(self._latest) if self._latest else None
@@ -158,7 +212,8 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for (t, b, q), e in _flat(end).items()
             if e > begin.get((t, b, q), 0)
         ]
-        return ranges or [QueueRange(self.opts.topics[0], "", 0, 0, 0)]
+        ranges = split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
+        return ranges or [QueueRange("", "", 0, 0, 0)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, QueueRange)
