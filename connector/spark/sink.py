@@ -2,11 +2,14 @@
 
 Rows become messages: ``body`` (binary or string, required), optional
 ``topic`` (the ``topic`` option wins, as in Kafka's sink), ``tags``,
-``keys`` (a space-separated string or an array), ``properties`` (map), ``queueId``,
-``shardingKey``, ``delayLevel``. Plain rows go out in batches of
-``batchSize`` per topic; rows that pin a queue, carry a sharding key or a
-delay go one by one. Frames of only ``body`` (and ``tags``, and one
-``topic``) are encoded column-wise in compiled code (``encode.py``) and
+``keys`` (a space-separated string or an array), ``properties`` (map),
+``queueId``, ``shardingKey``, ``delayLevel``. Rows go out in batch requests
+of at most ``batchSize`` rows, one queue each: rows of a sharding key to the
+queue ``Producer.send(sharding_key=)`` would pick, in row order (see
+``routing.py``), rows of a ``queueId`` to that queue, other rows where the
+producer's queue selection sends them; only rows with a delay level go one
+by one. Frames of ``body``, ``tags``, one ``topic``, ``shardingKey`` and
+``queueId`` are encoded column-wise in compiled code (``encode.py``) and
 sent with ``Producer.send_prepared_batch``: the same send path, no Python
 object per row. Delivery is at-least-once: a task that fails and is
 retried by Spark sends its rows again (the UNIQ_KEYs differ then).
@@ -14,19 +17,24 @@ retried by Spark sends its rows again (the UNIQ_KEYs differ then).
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from connector.errors import ConfigError
+from connector.errors import ConfigError, MessageIllegalError
+from connector.protocol.message import Message, MessageQueue
 from connector.spark.options import WriteOptions
+from connector.spark.routing import ANY_QUEUE, QueueRouter, groups
+
+if TYPE_CHECKING:
+    from connector.client.producer import Producer
 
 __all__ = ["PyMQBatchWriter", "SinkCommitMessage", "check_write_schema", "write_batches"]
 
@@ -78,15 +86,14 @@ class PyMQBatchWriter(DataSourceArrowWriter):
         log.warning("pymq sink aborted after %d messages were sent (at-least-once)", sent)
 
 
-PLAIN_COLUMNS = frozenset({"body", "topic", "tags"})
-MAX_IN_FLIGHT = 2  # plain batch requests of one task in flight at once
+# columns the column-wise encoder takes (topic: one per Arrow batch; the last two only
+# choose the queue)
+COLUMNAR = frozenset({"body", "topic", "tags", "shardingKey", "queueId"})
+MAX_IN_FLIGHT = 2  # batch requests of one task in flight at once
 
 
-def plain_topic(opts: WriteOptions, batch: Any) -> str | None:
-    """The topic of an Arrow batch the column-wise encoder can take, else None."""
-    names = set(batch.schema.names)
-    if not names <= PLAIN_COLUMNS or batch.num_rows == 0:
-        return None
+def batch_topic(opts: WriteOptions, batch: Any) -> str | None:
+    """The topic of every row of an Arrow batch, None when the rows name several."""
     if opts.topic:
         return opts.topic
     import pyarrow.compute as pc  # noqa: PLC0415
@@ -114,11 +121,157 @@ def plain_chunks(batch: Any, batch_size: int, max_bytes: int) -> Iterator[Any]:
         start += count
 
 
+class _Sends:
+    """A task's batch requests on a small pool, so it encodes the next while a broker
+    stores one: at most ``limit`` in flight, and one at a time per queue, so rows of a
+    sharding key stay in order (a request and its retries end before the next to its
+    queue starts). A failed request fails the task when it is next waited for."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.pool = ThreadPoolExecutor(max_workers=limit, thread_name_prefix="pymq-sink")
+        self.in_flight: deque[Future[Any]] = deque()
+        self.last: dict[MessageQueue, Future[Any]] = {}
+
+    def submit(self, queue: MessageQueue | None, send: Callable[[], Any]) -> None:
+        if queue is not None and (before := self.last.get(queue)) is not None:
+            before.result()
+        while len(self.in_flight) >= self.limit:
+            self.in_flight.popleft().result()
+        future = self.pool.submit(send)
+        self.in_flight.append(future)
+        if queue is not None:
+            self.last[queue] = future
+
+    def drain(self) -> None:
+        while self.in_flight:
+            self.in_flight.popleft().result()
+        self.last.clear()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _TaskWriter:
+    """Rows of one task -> batch requests through one ``Producer``.
+
+    Rows the column-wise encoder takes go out as they come, a request per
+    (queue, chunk of ``batchSize``); other rows become ``Message`` objects and
+    wait in a batch per (topic, queue) until it is full, except rows with a
+    delay level (batches cannot carry one), which are sent alone.
+    """
+
+    def __init__(self, opts: WriteOptions, producer: Producer, sends: _Sends) -> None:
+        self.opts = opts
+        self.producer = producer
+        self.sends = sends
+        self.router = QueueRouter()
+        self.sent = self.requests = 0
+        self.pending: dict[tuple[str, MessageQueue | None], list[Message]] = {}
+        self.pending_bytes: dict[tuple[str, MessageQueue | None], int] = {}
+
+    def write(self, batch: Any) -> None:
+        if batch.num_rows == 0:
+            return
+        topic = batch_topic(self.opts, batch)
+        if topic is not None and set(batch.schema.names) <= COLUMNAR:
+            self.flush_all()  # rows held back go first: a sharding key's order
+            self.columns(topic, batch)
+        else:
+            self.rows(batch)
+
+    def columns(self, topic: str, batch: Any) -> None:
+        """Body (and tags) encoded column-wise: no Python object per row."""
+        import pyarrow as pa  # noqa: PLC0415
+
+        from connector.spark.encode import encode_columns  # noqa: PLC0415
+
+        producer = self.producer
+        queues = producer.publish_info(topic).message_queues
+        slots = self.router.slots(batch, queues)
+        if (slots == ANY_QUEUE).all():
+            parts: Iterator[tuple[MessageQueue | None, Any]] = iter([(None, batch)])
+        else:
+            order, ranges = groups(slots)
+            ordered = batch.take(pa.array(order))
+            parts = (
+                (None if slot == ANY_QUEUE else queues[slot], ordered.slice(a, b - a))
+                for slot, a, b in ranges
+            )
+        for queue, part in parts:
+            for chunk in plain_chunks(part, self.opts.batch_size, producer.max_message_size):
+                tags = chunk.column("tags") if "tags" in chunk.schema.names else None
+                prepared = encode_columns(
+                    topic,
+                    chunk.column("body"),
+                    tags,
+                    producer.new_msg_ids(chunk.num_rows),
+                    producer.max_message_size,
+                )
+                self.sends.submit(
+                    queue, partial(producer.send_prepared_batch, prepared, queue=queue)
+                )
+                self.sent += chunk.num_rows
+                self.requests += 1
+
+    def rows(self, batch: Any) -> None:
+        """Any columns, a ``Message`` per row."""
+        n = batch.num_rows
+        names = batch.schema.names
+        cols = {c: batch.column(c).to_pylist() if c in names else [None] * n for c in WRITE_COLUMNS}
+        for body, row_topic, tags, keys, props, queue_id, sharding, delay in zip(
+            *(cols[c] for c in WRITE_COLUMNS), strict=True
+        ):
+            if body is None:
+                raise MessageIllegalError("a row has a null body")
+            topic = self.opts.topic or row_topic
+            if not topic:
+                raise MessageIllegalError("a row has no topic (and there is no topic option)")
+            msg = Message(
+                topic=topic,
+                body=body.encode() if isinstance(body, str) else body,
+                tags=tags,
+                keys=(keys.split() if isinstance(keys, str) else list(keys)) if keys else [],
+                properties=dict(props) if props else {},
+                delay_level=int(delay or 0),
+            )
+            queues = self.producer.publish_info(topic).message_queues
+            queue = self.router.row_queue(queues, queue_id, sharding)
+            if msg.delay_level:  # a batch cannot carry a delay level: alone, in order
+                self.flush((topic, queue))
+                self.sends.submit(queue, partial(self.producer.send, msg, queue=queue))
+                self.sent += 1
+                self.requests += 1
+                continue
+            key = (topic, queue)
+            # an upper bound of the entry: head, body, properties, UNIQ_KEY
+            chars = sum(len(k) + len(v) + 2 for k, v in msg.properties.items())
+            chars += len(msg.tags or "") + sum(len(k) + 1 for k in msg.keys) + 16
+            size = 96 + len(msg.body) + 4 * chars  # UTF-8: at most 4 bytes a char
+            if self.pending_bytes.get(key, 0) + size > self.producer.max_message_size:
+                self.flush(key)  # a batch request stays under the size limit
+            self.pending.setdefault(key, []).append(msg)
+            self.pending_bytes[key] = self.pending_bytes.get(key, 0) + size
+            if len(self.pending[key]) >= self.opts.batch_size:
+                self.flush(key)
+
+    def flush(self, key: tuple[str, MessageQueue | None]) -> None:
+        msgs = self.pending.pop(key, [])
+        self.pending_bytes.pop(key, None)
+        if msgs:
+            queue = key[1]
+            self.sends.submit(queue, partial(self.producer.send_batch, msgs, queue=queue))
+            self.sent += len(msgs)
+            self.requests += 1
+
+    def flush_all(self) -> None:
+        for key in list(self.pending):
+            self.flush(key)
+
+
 def write_batches(opts: WriteOptions, batches: Iterator[Any]) -> SinkCommitMessage:
     """Send every row of the Arrow batches (runs on an executor)."""
-    from connector import Message, Producer  # noqa: PLC0415
-    from connector.errors import MessageIllegalError  # noqa: PLC0415
-    from connector.spark.encode import encode_columns  # noqa: PLC0415
+    from connector.client.producer import Producer  # noqa: PLC0415 - executors only
 
     producer = Producer(
         group=opts.producer_group,
@@ -127,92 +280,14 @@ def write_batches(opts: WriteOptions, batches: Iterator[Any]) -> SinkCommitMessa
         retry_times_when_send_failed=opts.retry_times_when_send_failed,
         send_msg_timeout_ms=opts.send_msg_timeout_ms,
     )
-    sent = requests = 0
-    pending: dict[str, list[Any]] = {}
-    pending_bytes: dict[str, int] = {}
-    spread = itertools.count()
-
-    def flush(topic: str) -> None:
-        nonlocal sent, requests
-        msgs = pending.pop(topic, [])
-        pending_bytes.pop(topic, None)
-        if msgs:
-            producer.send_batch(msgs)
-            sent += len(msgs)
-            requests += 1
-
-    # plain batches are sent from a thread while the next one is encoded: the task
-    # does not sit idle while a broker stores a request
-    sender = ThreadPoolExecutor(max_workers=MAX_IN_FLIGHT, thread_name_prefix="pymq-sink")
-    in_flight: deque[Future[Any]] = deque()
-    with producer, sender:
-        for batch in batches:
-            topic = plain_topic(opts, batch)
-            if topic is not None:  # body (+ tags) only: encoded column-wise, no object per row
-                flush(topic)
-                for chunk in plain_chunks(batch, opts.batch_size, producer.max_message_size):
-                    tags = chunk.column("tags") if "tags" in chunk.schema.names else None
-                    prepared = encode_columns(
-                        topic,
-                        chunk.column("body"),
-                        tags,
-                        producer.new_msg_ids(chunk.num_rows),
-                        producer.max_message_size,
-                    )
-                    while len(in_flight) >= MAX_IN_FLIGHT:
-                        in_flight.popleft().result()  # a failed send fails the task here
-                    in_flight.append(sender.submit(producer.send_prepared_batch, prepared))
-                    sent += chunk.num_rows
-                    requests += 1
-                continue
-            n = batch.num_rows
-            names = batch.schema.names
-            cols = {
-                c: batch.column(c).to_pylist() if c in names else [None] * n for c in WRITE_COLUMNS
-            }
-            for body, row_topic, tags, keys, props, queue_id, sharding, delay in zip(
-                *(cols[c] for c in WRITE_COLUMNS), strict=True
-            ):
-                if body is None:
-                    raise MessageIllegalError("a row has a null body")
-                topic = opts.topic or row_topic
-                if not topic:
-                    raise MessageIllegalError("a row has no topic (and there is no topic option)")
-                msg = Message(
-                    topic=topic,
-                    body=body.encode() if isinstance(body, str) else body,
-                    tags=tags,
-                    keys=(keys.split() if isinstance(keys, str) else list(keys)) if keys else [],
-                    properties=dict(props) if props else {},
-                    delay_level=int(delay or 0),
-                )
-                if queue_id is None and sharding is None and not delay:
-                    # an upper bound of the entry: head, body, properties, UNIQ_KEY
-                    chars = sum(len(k) + len(v) + 2 for k, v in msg.properties.items())
-                    chars += len(msg.tags or "") + sum(len(k) + 1 for k in msg.keys) + 16
-                    size = 96 + len(msg.body) + 4 * chars  # UTF-8: at most 4 bytes a char
-                    if pending_bytes.get(topic, 0) + size > producer.max_message_size:
-                        flush(topic)  # a batch request stays under the size limit
-                    pending.setdefault(topic, []).append(msg)
-                    pending_bytes[topic] = pending_bytes.get(topic, 0) + size
-                    if len(pending[topic]) >= opts.batch_size:
-                        flush(topic)
-                    continue
-                mq = None
-                if queue_id is not None:
-                    candidates = [
-                        q
-                        for q in producer.publish_info(topic).message_queues
-                        if q.queue_id == int(queue_id)
-                    ]
-                    if not candidates:
-                        raise MessageIllegalError(f"topic {topic} has no queue {queue_id}")
-                    mq = candidates[next(spread) % len(candidates)]
-                producer.send(msg, queue=mq, sharding_key=sharding)
-                sent += 1
-                requests += 1
-        for topic in list(pending):
-            flush(topic)
-        while in_flight:
-            in_flight.popleft().result()
-    return SinkCommitMessage(messages=sent, requests=requests)
+    sends = _Sends(MAX_IN_FLIGHT)
+    with producer:
+        try:
+            task = _TaskWriter(opts, producer, sends)
+            for batch in batches:
+                task.write(batch)
+            task.flush_all()
+            sends.drain()
+        finally:
+            sends.close()
+    return SinkCommitMessage(messages=task.sent, requests=task.requests)
