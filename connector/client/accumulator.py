@@ -1,11 +1,13 @@
 """Auto-batching: single sends gathered into batch requests (RocketMQ 5's ProduceAccumulator).
 
-With ``Producer(auto_batch=True)``, ``send`` and ``send_async`` of a plain
-message (no delay level, no sharding key, no timeout of its own, a body
-small enough not to be compressed) do not make a request each: the message,
-already checked and encoded in the caller's thread, joins the open batch of
-its topic (and queue, if the caller named one; sync and async sends apart,
-as they retry differently). A batch goes out on the full send path (queue
+``send_async`` (always) and ``send`` (with ``Producer(auto_batch=True)``)
+of a plain message (no delay level, no sharding key, no timeout of its own,
+a body small enough not to be compressed) do not make a request each: the
+message, checked in the caller's thread, joins the open batch of its topic
+(and queue, if the caller named one; sync and async sends apart, as they
+retry differently). A message of only a body and tags is encoded with its
+batch (in compiled code from 32 messages up); one with keys or properties
+is encoded by its caller. A batch goes out on the full send path (queue
 selection, retries, fault avoidance) as one request, and each message gets
 a ``SendResult`` of its own: its msgId, its offset msgId, its queue offset.
 
@@ -36,6 +38,7 @@ from collections.abc import Callable
 from concurrent.futures import InvalidStateError
 from typing import Protocol
 
+from connector.client.futures import one_of_batch, settle_batch
 from connector.client.results import SendResult
 from connector.errors import PyMQError
 from connector.protocol.message import Message, MessageQueue
@@ -55,7 +58,7 @@ IN_FLIGHT_PER_KEY = 2
 
 
 class Waiter(Protocol):
-    """Who waits for one message of a batch: a ``Future`` (``send_async``) or a
+    """Who waits for one message of a batch: a ``SendFuture`` (``send_async``) or a
     ``SyncWaiter`` (``send``)."""
 
     def set_result(self, result: SendResult) -> None: ...
@@ -93,17 +96,16 @@ class SyncWaiter:
 
 
 class Gathered:
-    """The messages of one batch: request pieces, ids, record sizes and who waits."""
+    """The messages of one batch, who waits for each, and the encoding of those the
+    caller encoded already (None for a plain message: encoded with the batch)."""
 
-    __slots__ = ("deadline", "ids", "msgs", "nbytes", "parts", "sizes", "waiters")
+    __slots__ = ("deadline", "encoded", "msgs", "nbytes", "waiters")
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
-        self.parts: list[bytes] = []
-        self.ids: list[str] = []
-        self.sizes: list[int] = []
         self.msgs: list[Message] = []
         self.waiters: list[Waiter] = []
+        self.encoded: list[object | None] = []
         self.nbytes = 0
 
 
@@ -148,33 +150,31 @@ class ProduceAccumulator:
         self._timer.start()
 
     def add(
-        self, key: BatchKey, data: bytes, msg_id: str, size: int, msg: Message, waiter: Waiter
+        self, key: BatchKey, msg: Message, nbytes: int, waiter: Waiter, encoded: object = None
     ) -> bool:
-        """Put ``msg`` (encoded as ``data``) in the open batch of ``key``; ``waiter``
-        gets its result. False when ``total_max_bytes`` are held already: the caller
-        sends it alone. A batch that can go at once is started by this thread."""
-        n = len(data)
+        """Put ``msg`` (about ``nbytes`` in the request; ``encoded`` if the caller has
+        encoded it) in the open batch of ``key``; ``waiter`` gets its result. False when
+        ``total_max_bytes`` are held already: the caller sends it alone. A batch that
+        can go at once is started by this thread."""
         ready: list[Gathered] = []
         with self._lock:
             if self._closed:
                 raise PyMQError("this producer was shut down")
-            if self._held + n > self.total_max_bytes:
+            if self._held + nbytes > self.total_max_bytes:
                 return False
-            self._held += n
+            self._held += nbytes
             batch = self._open.get(key)
-            if batch is not None and batch.nbytes + n > self.max_bytes:
+            if batch is not None and batch.nbytes + nbytes > self.max_bytes:
                 ready.append(self._take(key, batch))  # full: it goes now, this one starts the next
                 batch = None
             if batch is None:
                 batch = self._open[key] = Gathered(time.monotonic() + self.max_delay_s)
                 if self._in_flight.get(key, 0) >= IN_FLIGHT_PER_KEY:
                     self._lock.notify()  # a new deadline for the timer
-            batch.parts.append(data)
-            batch.ids.append(msg_id)
-            batch.sizes.append(size)
             batch.msgs.append(msg)
             batch.waiters.append(waiter)
-            batch.nbytes += n
+            batch.encoded.append(encoded)
+            batch.nbytes += nbytes
             if self._in_flight.get(key, 0) < IN_FLIGHT_PER_KEY or batch.nbytes >= self.max_bytes:
                 ready.append(self._take(key, batch))
         for gathered in ready:
@@ -238,13 +238,10 @@ class ProduceAccumulator:
                 else None
             )
         if result is not None:
-            try:
-                results = split_batch_result(result, len(batch.ids))
+            try:  # a SendFuture's own result is made when first read
+                settle_batch(batch.waiters, result)
             except BaseException as exc:  # noqa: BLE001 - a defect: every waiter learns it
-                results, error = [], exc
-            for waiter, one in zip(batch.waiters, results, strict=False):
-                with contextlib.suppress(InvalidStateError):  # cancelled by its caller
-                    waiter.set_result(one)
+                error = exc
         if error is not None or result is None:
             err = error or PyMQError("the batch ended without a result")
             for waiter in batch.waiters:
@@ -283,9 +280,4 @@ def split_batch_result(result: SendResult, count: int) -> list[SendResult]:
     """One ``SendResult`` a message of a batch sent to one queue (consecutive offsets)."""
     if count == 1:
         return [result]
-    ids, offset_ids = result.msg_ids, result.offset_msg_ids
-    status, queue, first = result.status, result.queue, result.queue_offset
-    return [
-        SendResult(status, ids[i], offset_ids[i], queue, first + i, (ids[i],), (offset_ids[i],))
-        for i in range(count)
-    ]
+    return [one_of_batch(result, i) for i in range(count)]

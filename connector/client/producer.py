@@ -41,6 +41,7 @@ from connector.client.accumulator import (
     SyncWaiter,
     Waiter,
 )
+from connector.client.futures import SendFuture
 from connector.client.latency import (
     DEFAULT_LATENCY_MAX_MS,
     DEFAULT_NOT_AVAILABLE_DURATION_MS,
@@ -579,16 +580,27 @@ class Producer:
         with its own ``SendResult``. Blocks while ``client_async_semaphore_value``
         sends are in flight.
         """
-        self.start()
-        encoded = self._encode_one(msg)  # bad input fails here, in the caller's thread
+        acc = self._accumulator
+        if acc is None or self._closed:
+            self.start()
+            acc = self._accumulator
+            assert acc is not None
+        # bad input fails here, in the caller's thread; a message of only a body (and
+        # tags) is encoded later, with its batch
+        plain = sharding_key is None and self._plain_checked(msg)
+        encoded = None if plain else self._encode_one(msg)
         if not self._async_slots.acquire(timeout=self.send_msg_timeout_ms / 1000):
             raise BrokerBusyError("too many async sends in flight (client_async_semaphore_value)")
-        future: Future[SendResult] = Future()
+        future = SendFuture()
         if callback is not None:
             future.add_done_callback(lambda f: _run_callback(callback, f))
         try:
             # a gathered message's slot comes back with its batch (_batch_settled)
-            if self._gathers(encoded, msg, sharding_key, None) and self._accumulator_add(
+            if encoded is None:  # plain
+                if acc.add((msg.topic, queue, True), msg, _plain_size(msg), future):
+                    return future
+                encoded = self._encode_one(msg)
+            elif self._gathers(encoded, msg, sharding_key, None) and self._accumulator_add(
                 encoded, msg, (encoded.topic, queue, True), future
             ):
                 return future
@@ -603,6 +615,26 @@ class Producer:
                 future.set_exception(exc)
             raise
         return future
+
+    def _plain_checked(self, msg: Message) -> bool:
+        """Whether ``msg`` is only a body (bytes, not compressed) and perhaps tags, which
+        a batch encodes in compiled code; such a message is checked here."""
+        body = msg.body
+        if not (
+            type(body) is bytes
+            and 0 < len(body) <= self.compress_msg_body_over_howmuch
+            and not (msg._keys or msg.properties or msg.delay_level or msg.flag)
+        ):
+            return False
+        validate_topic(msg.topic)
+        tags = msg.tags
+        if tags:
+            msg.validate()
+            try:
+                tags.encode()
+            except UnicodeEncodeError:
+                raise MessageIllegalError("tags are not valid text (a lone surrogate?)") from None
+        return True
 
     def _batch_settled(self, key: BatchKey, count: int) -> None:
         if key[2]:  # async sends: their slots
@@ -631,7 +663,7 @@ class Producer:
         assert acc is not None
         # a single message's encoding is bytes of its own, never a view of the scratch
         assert isinstance(encoded.data, bytes)
-        return acc.add(key, encoded.data, encoded.msg_ids[0], encoded.sizes[0], msg, waiter)
+        return acc.add(key, msg, len(encoded.data), waiter, encoded)
 
     def _wait(self, waiter: SyncWaiter) -> SendResult:
         """A sync send's result from its batch: its wait behind the batch on the wire and
@@ -644,13 +676,25 @@ class Producer:
 
     def _send_gathered(self, key: BatchKey, batch: Gathered, done: Done) -> None:
         topic, queue, is_async = key
-        encoded = _Encoded(topic, b"".join(batch.parts), batch.ids, batch.sizes, None)
+        msgs = batch.msgs
+        encoded: _Encoded | None = None
+        if len(msgs) >= _COMPILED_BATCH_MIN and not any(batch.encoded):
+            encoded = self._encode_plain(msgs, topic, scratch=False)
+        if encoded is None:
+            parts: list[bytes] = []
+            ids: list[str] = []
+            sizes: list[int] = []
+            for msg, pre in zip(msgs, batch.encoded, strict=True):
+                one = pre if isinstance(pre, _Encoded) else self._encode_plain_one(msg, msg.body)
+                parts.append(one.data)  # type: ignore[arg-type]  # a single message: bytes
+                ids.append(one.msg_ids[0])
+                sizes.append(one.sizes[0])
+            encoded = _Encoded(topic, b"".join(parts), ids, sizes, None)
         retries = (
             self.retry_times_when_send_async_failed
             if is_async
             else self.retry_times_when_send_failed
         )
-        msgs = batch.msgs
         self._send_async(encoded, msgs[0] if len(msgs) == 1 else msgs, retries, done, queue=queue)
 
     def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None) -> None:
@@ -961,25 +1005,27 @@ class _Slots:
     """``client_async_semaphore_value``: async sends in flight, counted; a sender
     waits only when all are taken (a semaphore costs a condition round per send)."""
 
-    __slots__ = ("_cond", "_free", "limit")
+    __slots__ = ("_cond", "_free", "_lock", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._free = limit
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
 
     def acquire(self, timeout: float) -> bool:
-        with self._cond:
+        with self._lock:
             if self._free > 0:
                 self._free -= 1
                 return True
+        with self._cond:
             if not self._cond.wait_for(lambda: self._free > 0, timeout):
                 return False
             self._free -= 1
             return True
 
     def release(self, count: int) -> None:
-        with self._cond:
+        with self._lock:
             waiting = self._free <= 0
             self._free = min(self.limit, self._free + count)
             if waiting:
@@ -1036,6 +1082,13 @@ def _settle(future: Future[SendResult], slots: _Slots) -> Done:
                 future.set_result(result)  # type: ignore[arg-type]
 
     return done
+
+
+def _plain_size(msg: Message) -> int:
+    """About what a plain message takes in a batch request: its body, its tags and
+    the entry's fixed part with a UNIQ_KEY."""
+    tags = msg.tags
+    return len(msg.body) + (len(tags) + 6 if tags else 0) + 62
 
 
 def _timed_out(topic: str, budget_ms: int) -> RemotingTimeoutError:

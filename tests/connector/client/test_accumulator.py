@@ -22,6 +22,7 @@ from connector.client.accumulator import (
     SyncWaiter,
     split_batch_result,
 )
+from connector.client.futures import SendFuture
 from connector.client.results import SendResult
 from connector.errors import PyMQError, RemotingTimeoutError
 from connector.protocol.message import Message, MessageQueue
@@ -45,7 +46,7 @@ class Wire:
         self._credits = 0
 
     def __call__(self, key: BatchKey, batch: Gathered, done: Done) -> None:
-        self.batches.append(list(batch.ids))
+        self.batches.append(ids_of(batch))
         self.sent.release()
         with self._lock:
             now = not self.hold or self._credits > 0
@@ -62,8 +63,9 @@ class Wire:
                 raise self.fail  # a KeyboardInterrupt in the thread that sends
             done(None, self.fail)
             return
-        offsets = tuple(f"OFF-{i}" for i in batch.ids)
-        done(SendResult.of_batch(SendStatus.SEND_OK, QUEUE, 100, batch.ids, lambda: offsets), None)
+        ids = ids_of(batch)
+        offsets = tuple(f"OFF-{i}" for i in ids)
+        done(SendResult.of_batch(SendStatus.SEND_OK, QUEUE, 100, ids, lambda: offsets), None)
 
     def wait_sent(self, count: int) -> None:
         for _ in range(count):
@@ -88,9 +90,14 @@ def accumulator(wire: Wire, **kw: int) -> ProduceAccumulator:
     return ProduceAccumulator(wire, name="test", **opts)
 
 
+def ids_of(batch: Gathered) -> list[str]:
+    """The test's message ids: each message's body."""
+    return [m.body.decode() for m in batch.msgs]
+
+
 def add(acc: ProduceAccumulator, msg_id: str, size: int = 10, key: BatchKey = KEY) -> Future:
-    future: Future[SendResult] = Future()
-    assert acc.add(key, b"x" * size, msg_id, size, Message("T", b"x"), future)
+    future = SendFuture()
+    assert acc.add(key, Message("T", msg_id.encode()), size, future)
     return future
 
 
@@ -165,7 +172,7 @@ def test_past_total_batch_max_bytes_the_caller_sends_alone() -> None:
         held = add(acc, "a", size=20)
         wire.wait_sent(1)
         refused: Future[SendResult] = Future()
-        assert not acc.add(KEY, b"y" * 10, "b", 10, Message("T", b"y"), refused)
+        assert not acc.add(KEY, Message("T", b"b"), 10, refused)
         wire.release()
         held.result(10)
         again = add(acc, "c", size=20)  # the answer gave its bytes back
@@ -187,7 +194,7 @@ def test_every_waiter_of_a_failed_batch_gets_the_error() -> None:
         for f in futures:
             assert isinstance(f.exception(10), RemotingTimeoutError)
         waiter = SyncWaiter()
-        assert acc.add(KEY, b"z", "s", 1, Message("T", b"z"), waiter)
+        assert acc.add(KEY, Message("T", b"s"), 1, waiter)
         with pytest.raises(RemotingTimeoutError, match="did not answer"):
             waiter.wait(10)
     finally:
@@ -200,7 +207,7 @@ def test_a_caller_starts_its_own_batch_when_the_wire_is_free() -> None:
     try:
         waiter = SyncWaiter()
         threads_before = threading.active_count()
-        assert acc.add(KEY, b"z", "s1", 1, Message("T", b"z"), waiter)
+        assert acc.add(KEY, Message("T", b"s1"), 1, waiter)
         result = waiter.wait(0)  # answered before add returned: this thread sent it
         assert result is not None and result.msg_id == "s1"
         assert threading.active_count() == threads_before  # no thread was needed
@@ -245,7 +252,7 @@ def test_an_interrupted_caller_leaves_the_accumulator_usable() -> None:
         wire.fail = KeyboardInterrupt()
         waiter = SyncWaiter()
         with pytest.raises(KeyboardInterrupt):
-            acc.add(KEY, b"z", "i1", 1, Message("T", b"z"), waiter)
+            acc.add(KEY, Message("T", b"i1"), 1, waiter)
         with pytest.raises(KeyboardInterrupt):
             waiter.wait(0)
         wire.fail = None

@@ -264,6 +264,9 @@ def test_plain_batches_from_many_threads_keep_their_own_bytes(cluster: LocalClus
             t.start()
         for t in threads:
             t.join(60)
+        # batches may have created the topic on another broker (through TBW102's route):
+        # the consumer finds it once that broker's next registration reached the NameServer
+        wait_route(producer, topic, len({r.queue.broker_name for r in results.values()}))
     assert len(results) == 24
     with PullConsumer(group="g", namesrv=ns) as consumer:
         for fill, r in results.items():
