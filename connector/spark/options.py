@@ -88,8 +88,9 @@ WRITE_OPTIONS = frozenset(
         *_SECURITY_OPTIONS,
     }
 )
-# what Spark itself may put among a source's options: load(path) / save(path)
-SPARK_OPTIONS = frozenset({"path"})
+# what Spark itself puts among a source's options: load(path) / save(path) / start(path),
+# and a stream write's checkpointLocation (checked with PySpark 4: nothing else)
+SPARK_OPTIONS = frozenset({"path", "checkpointLocation"})
 
 READ_SCHEMA = StructType(
     [
