@@ -42,15 +42,12 @@ _ENDED = (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)
 def one_of_batch(result: SendResult, index: int) -> SendResult:
     """The ``SendResult`` of the ``index``-th message of a batch stored in one queue
     (consecutive queue offsets)."""
-    ids, offset_ids = result.msg_ids, result.offset_msg_ids
-    return SendResult(
+    return SendResult.of_one(
         result.status,
-        ids[index],
-        offset_ids[index],
         result.queue,
         result.queue_offset + index,
-        (ids[index],),
-        (offset_ids[index],),
+        result.msg_ids[index],
+        result.offset_msg_ids[index],
     )
 
 

@@ -19,7 +19,9 @@ sends are gathered into batch requests (see ``connector.client.accumulator``).
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import logging
 import os
 import socket
@@ -1002,33 +1004,44 @@ class Producer:
 
 
 class _Slots:
-    """``client_async_semaphore_value``: async sends in flight, counted; a sender
-    waits only when all are taken (a semaphore costs a condition round per send)."""
+    """``client_async_semaphore_value``: async sends in flight, counted. A free slot
+    is a token in a deque (its pop and extend are atomic, no lock to take); a sender
+    waits on the condition only when all are taken."""
 
-    __slots__ = ("_cond", "_free", "_lock", "limit")
+    __slots__ = ("_cond", "_tokens", "_waiting", "limit")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._free = limit
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
+        self._tokens = collections.deque(itertools.repeat(None, limit))
+        self._cond = threading.Condition(threading.Lock())
+        self._waiting = 0
 
     def acquire(self, timeout: float) -> bool:
-        with self._lock:
-            if self._free > 0:
-                self._free -= 1
-                return True
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._free > 0, timeout):
-                return False
-            self._free -= 1
+        try:
+            self._tokens.pop()
             return True
+        except IndexError:
+            pass
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._waiting += 1
+            try:
+                while True:
+                    try:
+                        self._tokens.pop()
+                        return True
+                    except IndexError:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            return False
+                        self._cond.wait(left)
+            finally:
+                self._waiting -= 1
 
     def release(self, count: int) -> None:
-        with self._lock:
-            waiting = self._free <= 0
-            self._free = min(self.limit, self._free + count)
-            if waiting:
+        self._tokens.extend(itertools.repeat(None, count))
+        if self._waiting:  # a waiter counted itself before its last look at the tokens
+            with self._cond:
                 self._cond.notify(count)
 
 

@@ -73,6 +73,27 @@ class SendResult:
         object.__setattr__(res, "_offsets", offsets)
         return res
 
+    @classmethod
+    def of_one(
+        cls,
+        status: SendStatus,
+        queue: MessageQueue,
+        queue_offset: int,
+        msg_id: str,
+        offset_msg_id: str,
+    ) -> SendResult:
+        """A single message's result (as ``SendResult(...)``, for one of a batch's
+        messages: about a third of the constructor's time)."""
+        res = _new(cls)
+        _SET_STATUS(res, status)
+        _SET_QUEUE(res, queue)
+        _SET_QUEUE_OFFSET(res, queue_offset)
+        _SET_IDS(res, (msg_id,))
+        _SET_JOINED(res, (msg_id, offset_msg_id))
+        _SET_OFFSET_IDS(res, (offset_msg_id,))
+        _SET_OFFSETS(res, None)
+        return res
+
     @property
     def msg_ids(self) -> tuple[str, ...]:
         if not isinstance(self._ids, tuple):
@@ -118,6 +139,19 @@ class SendResult:
             f"queue_offset={self.queue_offset!r}, msg_ids={self.msg_ids!r}, "
             f"offset_msg_ids={self.offset_msg_ids!r})"
         )
+
+
+# SendResult's slots written directly (its __setattr__ refuses): of_one's fast path
+_new = object.__new__
+(
+    _SET_STATUS, _SET_QUEUE, _SET_QUEUE_OFFSET, _SET_IDS, _SET_JOINED, _SET_OFFSET_IDS,
+    _SET_OFFSETS,
+) = (
+    getattr(SendResult, name).__set__
+    for name in (
+        "status", "queue", "queue_offset", "_ids", "_joined", "_offset_ids", "_offsets",
+    )
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
