@@ -6,6 +6,7 @@ source in a fresh session without ``spark.dataSource.register``; importing
 it stays light (no numba) because Spark imports it in every session.
 """
 
+from connector.spark.helpers import foreach_batch_writer
 from connector.spark.source import PyMQDataSource
 
-__all__ = ["PyMQDataSource"]
+__all__ = ["PyMQDataSource", "foreach_batch_writer"]
