@@ -22,6 +22,17 @@ jobs, each timed from the action's start to its end. In one run:
   issue's probe of the streaming ceiling (~400,000 rows/s here). Rows / s
   of the micro-batches' ``triggerExecution`` time (query start-up excluded,
   the same for both);
+* the peer: the same sink and source jobs through a Redis Streams Python
+  data source written the fast way (``redis_streams_source.py``: Arrow
+  batches in, pipelined XADD with hiredis; XRANGE pages into Arrow batches,
+  one partition per stream), against one redis-server (no persistence)
+  holding as many streams as the pymq topic has queues. Targets: pymq's
+  sink >= 2x Redis', pymq's source >= 3x Redis';
+* CPU per row: for each sink and source job, CPU seconds (utime + stime
+  from ``/proc/<pid>/stat``, before and after) of Spark's JVM (the py4j
+  gateway's process), its Python workers (every process under the JVM,
+  reaped children included), the servers (the two brokers, or
+  redis-server) and this driver, divided by the rows, in microseconds;
 * for scale: ``spark.range -> noop`` (JVM only, no Python).
 
 Each figure is the median of ``--runs`` runs (min and max shown); the
@@ -50,6 +61,9 @@ os.environ["PYSPARK_PYTHON"] = sys.executable  # Spark's Python workers: this in
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 import pyarrow as pa  # noqa: E402
+import redis_streams_source  # noqa: E402
+from peers_bench import PeerServer, free_port, server_binary  # noqa: E402
+from pyspark import cloudpickle  # noqa: E402
 from pyspark.sql.datasource import (  # noqa: E402
     DataSource,
     DataSourceArrowWriter,
@@ -59,11 +73,16 @@ from pyspark.sql.datasource import (  # noqa: E402
     InputPartition,
     WriterCommitMessage,
 )
+from redis_streams_source import RedisStreamsDataSource  # noqa: E402
 
 from connector import Admin  # noqa: E402
 from connector.server.local import LocalCluster  # noqa: E402
 from connector.spark.columnar import arrow_schema  # noqa: E402
 from connector.spark.options import READ_SCHEMA  # noqa: E402
+
+# Spark's Python workers do not have benchmarks/ on their path: the Redis source's
+# classes travel by value, as the ones defined here do
+cloudpickle.register_pickle_by_value(redis_streams_source)
 
 BODY_SQL = "cast(concat(lpad(cast(id as string), 12, '0'), repeat('x', 88)) as binary) as body"
 
@@ -216,6 +235,72 @@ class NoopStreamSink(DataSource):
         return NoopStreamWriter()
 
 
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode(errors="replace")
+    except OSError:  # gone meanwhile
+        return None
+    return raw.rsplit(")", 1)[1].split()  # the fields after "(comm)", from state on
+
+
+def cpu_s(pid: int, *, children: bool) -> float:
+    """CPU seconds of ``pid`` (utime + stime), with its reaped children's if asked."""
+    f = _stat(pid)
+    if f is None:
+        return 0.0
+    ticks = int(f[11]) + int(f[12])  # fields 14 and 15 of proc(5)
+    if children:
+        ticks += int(f[13]) + int(f[14])  # cutime, cstime
+    return ticks * TICK_S
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process under ``root``."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (f := _stat(int(entry))) is not None:
+            parent[int(entry)] = int(f[1])
+    out, frontier = [], [root]
+    while frontier:
+        p = frontier.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out += kids
+        frontier += kids
+    return out
+
+
+class CpuMeter:
+    """CPU seconds by role: Spark's JVM, its Python workers, the servers, this driver."""
+
+    def __init__(self, jvm_pid: int) -> None:
+        self.jvm_pid = jvm_pid
+        self.servers: list[int] = []
+
+    def snapshot(self) -> dict[str, float]:
+        return {
+            "jvm": cpu_s(self.jvm_pid, children=False),
+            # a worker that exits is reaped by Spark's Python daemon: its time moves
+            # into the daemon's cutime, so the sum over live processes keeps it
+            "python_workers": sum(cpu_s(p, children=True) for p in descendants(self.jvm_pid)),
+            "servers": sum(cpu_s(p, children=True) for p in self.servers),
+            "driver": sum(os.times()[:2]),
+        }
+
+    def measure(self, action: Any, rows: int) -> tuple[float, dict[str, float]]:
+        """``rows`` / s of ``action`` and each role's CPU microseconds per row."""
+        before = self.snapshot()
+        seconds = timed(action)
+        after = self.snapshot()
+        return rows / seconds, {k: (after[k] - before[k]) / rows * 1e6 for k in after}
+
+
+ROLES = ("jvm", "python_workers", "servers", "driver")
+
+
 def summary(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
@@ -238,24 +323,44 @@ def wait_route(admin: Admin, topic: str, brokers: int) -> None:
     raise SystemExit(f"no route for {topic} after 30 s")
 
 
-def run(spark: Any, cluster: LocalCluster, args: argparse.Namespace) -> dict[str, Any]:
+def run(
+    spark: Any, cluster: LocalCluster, redis: PeerServer, redis_port: int, args: argparse.Namespace
+) -> dict[str, Any]:
     ns = cluster.namesrv_addr
     with Admin(namesrv=ns) as admin:
         for topic in ("SinkBench", "StreamSinkBench", "SourceBench"):
             admin.create_topic(topic, read_queue_nums=args.queues, write_queue_nums=args.queues)
             wait_route(admin, topic, len(cluster.brokers))
-    for source in (NoopArrowSink, MemoryArrowSource, MemoryStreamSource, NoopStreamSink):
+    for source in (
+        NoopArrowSink,
+        MemoryArrowSource,
+        MemoryStreamSource,
+        NoopStreamSink,
+        RedisStreamsDataSource,
+    ):
         spark.dataSource.register(source)
     frame = spark.range(0, args.rows, numPartitions=2).selectExpr(BODY_SQL)
+    partitions = args.queues * len(cluster.brokers)
+    # as many Redis streams as the topic has queues
+    redis_streams = {
+        name: ",".join(f"{name}-{i}" for i in range(partitions))
+        for name in ("SinkBench", "SourceBench")
+    }
 
     def sink(fmt: str, topic: str) -> None:
         w = frame.write.format(fmt).mode("append")
         if fmt == "pymq":
             w = w.option("namesrv", ns).option("topic", topic)
+        elif fmt == "redis-streams":
+            w = w.option("port", str(redis_port)).option("streams", redis_streams[topic])
         w.save()
 
-    partitions = args.queues * len(cluster.brokers)
     pymq_read = spark.read.format("pymq").option("namesrv", ns).option("topic", "SourceBench")
+    redis_read = (
+        spark.read.format("redis-streams")
+        .option("port", str(redis_port))
+        .option("streams", redis_streams["SourceBench"])
+    )
     memory_read = (
         spark.read.format("bench-memory-arrow")
         .option("rows", str(args.rows))
@@ -264,6 +369,12 @@ def run(spark: Any, cluster: LocalCluster, args: argparse.Namespace) -> dict[str
 
     def source(reader: Any) -> None:
         reader.load().write.format("noop").mode("overwrite").save()
+
+    def clear_redis_sink() -> None:
+        import redis as redis_py
+
+        with redis_py.Redis(port=redis_port) as r:
+            r.delete(*redis_streams["SinkBench"].split(","))
 
     checkpoints = Path(tempfile.mkdtemp(prefix="pymq-spark-bench-ckpt-"))
 
@@ -289,33 +400,52 @@ def run(spark: Any, cluster: LocalCluster, args: argparse.Namespace) -> dict[str
             raise SystemExit(f"the {fmt} stream wrote {rows} rows, expected {args.rows}")
         return rows / (sum(p.durationMs["triggerExecution"] for p in batches) / 1000)
 
-    print("  filling SourceBench and warming up", file=sys.stderr, flush=True)
+    print("  filling SourceBench (pymq and redis) and warming up", file=sys.stderr, flush=True)
     sink("pymq", "SourceBench")
-    stored = pymq_read.load().count()
-    if stored != args.rows:
-        raise SystemExit(f"SourceBench holds {stored} rows, expected {args.rows}")
+    sink("redis-streams", "SourceBench")
+    for name, reader in (("pymq", pymq_read), ("redis", redis_read)):
+        stored = reader.load().count()
+        if stored != args.rows:
+            raise SystemExit(f"{name} SourceBench holds {stored} rows, expected {args.rows}")
     sink("bench-noop-arrow", "")
     source(memory_read)
     stream_sink("pymq")
     stream_sink("bench-noop-stream-arrow")
+    meter = CpuMeter(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    brokers = [b.pid for b in cluster.brokers]
+    assert redis.proc is not None
+    servers = {"pymq": brokers, "redis": [redis.proc.pid]}
     keys = (
         "sink_pymq",
+        "sink_redis",
         "sink_noop_arrow",
         "stream_sink_pymq",
         "stream_sink_noop_arrow",
         "source_pymq",
+        "source_redis",
         "source_memory_arrow",
         "jvm",
     )
     figures: dict[str, list[float]] = {k: [] for k in keys}
+    cpu: dict[str, list[dict[str, float]]] = {}
+
+    def measured(key: str, system: str | None, action: Any) -> None:
+        meter.servers = servers[system] if system else []
+        rate, per_row = meter.measure(action, args.rows)
+        figures[key].append(rate)
+        cpu.setdefault(key, []).append(per_row)
+
     for r in range(args.runs):
         print(f"  run {r + 1}/{args.runs}", file=sys.stderr, flush=True)
-        figures["sink_pymq"].append(args.rows / timed(lambda: sink("pymq", "SinkBench")))
-        figures["sink_noop_arrow"].append(args.rows / timed(lambda: sink("bench-noop-arrow", "")))
+        measured("sink_pymq", "pymq", lambda: sink("pymq", "SinkBench"))
+        measured("sink_redis", "redis", lambda: sink("redis-streams", "SinkBench"))
+        clear_redis_sink()
+        measured("sink_noop_arrow", None, lambda: sink("bench-noop-arrow", ""))
         figures["stream_sink_pymq"].append(stream_sink("pymq"))
         figures["stream_sink_noop_arrow"].append(stream_sink("bench-noop-stream-arrow"))
-        figures["source_pymq"].append(args.rows / timed(lambda: source(pymq_read)))
-        figures["source_memory_arrow"].append(args.rows / timed(lambda: source(memory_read)))
+        measured("source_pymq", "pymq", lambda: source(pymq_read))
+        measured("source_redis", "redis", lambda: source(redis_read))
+        measured("source_memory_arrow", None, lambda: source(memory_read))
         jvm = spark.range(0, args.rows * 10, numPartitions=2).write.format("noop")
         figures["jvm"].append(args.rows * 10 / timed(jvm.mode("overwrite").save))
     out: dict[str, Any] = {k: summary(v) for k, v in figures.items()}
@@ -325,7 +455,17 @@ def run(spark: Any, cluster: LocalCluster, args: argparse.Namespace) -> dict[str
         out["stream_sink_pymq"]["median"] / out["stream_sink_noop_arrow"]["median"]
     )
     out["source_ratio"] = out["source_pymq"]["median"] / out["source_memory_arrow"]["median"]
+    out["sink_vs_redis"] = out["sink_pymq"]["median"] / out["sink_redis"]["median"]
+    out["source_vs_redis"] = out["source_pymq"]["median"] / out["source_redis"]["median"]
+    out["sink_redis_ratio"] = out["sink_redis"]["median"] / out["sink_noop_arrow"]["median"]
+    out["source_redis_ratio"] = out["source_redis"]["median"] / out["source_memory_arrow"]["median"]
+    # CPU microseconds per row by role, the median over the runs
+    out["cpu_us_per_row"] = {
+        key: {role: statistics.median(r[role] for r in runs) for role in runs[0]}
+        for key, runs in cpu.items()
+    }
     out["partitions"] = {"sink": 2, "stream_sink": 2, "source": partitions}
+    out["redis_streams"] = partitions
     return out
 
 
@@ -333,7 +473,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--queues", type=int, default=2, help="queues per broker (2 brokers)")
+    ap.add_argument(
+        "--queues", type=int, default=4,
+        help="queues per broker (2 brokers); Redis gets as many streams",
+    )  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="100,000 rows, 1 run")
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args()
@@ -352,11 +495,29 @@ def main() -> int:
     spark.sparkContext.setLogLevel("ERROR")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
     base = Path(tempfile.mkdtemp(prefix="pymq-spark-bench-"))
+    redis_bin = server_binary("redis-server")
+    if redis_bin is None:
+        print("redis-server is not installed (apt-get install redis-server)", file=sys.stderr)
+        return 2
+    redis_port = free_port()
+    (base / "redis").mkdir(parents=True)
+    redis = PeerServer(
+        "redis-server",
+        [
+            redis_bin, "--port", str(redis_port), "--bind", "127.0.0.1",
+            "--dir", str(base / "redis"), "--save", "", "--appendonly", "no",
+            "--daemonize", "no",
+        ],
+        base / "redis" / "server.log",
+        "Ready to accept connections",
+    )  # fmt: skip
     try:
-        with LocalCluster(base, brokers=2, namesrvs=1, env=env) as cluster:
-            figures = run(spark, cluster, args)
+        redis.start()
+        with LocalCluster(base / "pymq", brokers=2, namesrvs=1, env=env) as cluster:
+            figures = run(spark, cluster, redis, redis_port, args)
     finally:
         spark.stop()
+        redis.stop()
         shutil.rmtree(base, ignore_errors=True)
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -371,10 +532,12 @@ def main() -> int:
     )
     for key, label in (
         ("sink_pymq", "sink: write.format('pymq')"),
+        ("sink_redis", "sink peer: Redis Streams (XADD)"),
         ("sink_noop_arrow", "sink ceiling: no-op Arrow writer"),
         ("stream_sink_pymq", "stream sink: writeStream.format('pymq')"),
         ("stream_sink_noop_arrow", "stream sink ceiling: no-op Arrow"),
         ("source_pymq", "source: read.format('pymq')"),
+        ("source_redis", "source peer: Redis Streams (XRANGE)"),
         ("source_memory_arrow", "source ceiling: in-memory Arrow"),
         ("jvm", "JVM only: range -> noop"),
     ):
@@ -383,6 +546,11 @@ def main() -> int:
     print(f"sink / ceiling   {results['sink_ratio']:.2f}   (target >= 0.7)")
     print(f"stream sink / ceiling {results['stream_sink_ratio']:.2f}   (target >= 0.7)")
     print(f"source / ceiling {results['source_ratio']:.2f}   (target >= 0.7)")
+    print(f"pymq sink / Redis sink     {results['sink_vs_redis']:.2f}   (target >= 2)")
+    print(f"pymq source / Redis source {results['source_vs_redis']:.2f}   (target >= 3)")
+    print("CPU us per row       " + "".join(f"{role:>16}" for role in ROLES))
+    for key, roles in results["cpu_us_per_row"].items():
+        print(f"{key:<21}" + "".join(f"{roles[role]:>16.2f}" for role in ROLES))
     text = json.dumps(results, indent=1)
     print(text)
     if args.json_out:
