@@ -64,6 +64,14 @@ def check_write_schema(opts: WriteOptions, schema: StructType) -> None:
         raise ConfigError("the DataFrame needs a body column (binary or string)")
     if opts.topic is None and "topic" not in names:
         raise ConfigError("give the topic option or a topic column")
+    if "bornTimestamp" in names:
+        # RocketMQ's wire format has one born time per send request (a header field the
+        # producer sets when it sends); batch entries carry none of their own
+        raise ConfigError(
+            "column bornTimestamp is not supported yet: a send request carries one born "
+            "time, set by the producer when it sends; drop the column or put the time in "
+            "a property"
+        )
     unknown = names - set(WRITE_COLUMNS)
     if unknown:
         raise ConfigError(f"columns not understood by the pymq sink: {sorted(unknown)}")
