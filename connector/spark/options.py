@@ -39,6 +39,7 @@ __all__ = [
     "ReadOptions",
     "WriteOptions",
     "check_names",
+    "check_stream_read",
     "namesrv_option",
 ]
 
@@ -141,6 +142,13 @@ def check_names(options: Mapping[str, str], *, write: bool) -> None:
             raise ConfigError(f"option {key} is not a pymq {side} option{hint}")
         if name not in mine and name not in SPARK_OPTIONS:
             log.warning("option %s is not a %s option: ignored", name, side)
+
+
+def check_stream_read(options: Mapping[str, str]) -> None:
+    """The ending options are for batch reads: a stream refuses them, as Kafka's does."""
+    for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+        if _get(options, name) is not None:
+            raise ConfigError(f"option {name} is for batch reads; a stream runs until stopped")
 
 
 def _one_of(options: Mapping[str, str], name: str, alias: str) -> str:

@@ -23,7 +23,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from connector.errors import ConfigError, InvalidTopicError
-from connector.spark.options import READ_SCHEMA, ReadOptions, WriteOptions
+from connector.spark.options import READ_SCHEMA, ReadOptions, WriteOptions, check_stream_read
 from connector.spark.queues import pick_offset
 
 __all__ = ["PyMQBatchReader", "PyMQDataSource", "QueueRange", "pick_offset"]
@@ -68,8 +68,10 @@ class PyMQDataSource(DataSource):
 
         try:
             opts = ReadOptions.parse(self.options, stream=True)
+            check_stream_read(self.options)
         except (ConfigError, InvalidTopicError) as exc:
-            # only reached with a schema given by the user (Spark then skips schema()); see there
+            # a schema given by the user (Spark then skips schema(), see there) or an option
+            # only batch reads take: refused from the reader's first call
             return RefusedStreamReader(exc)
         return PyMQStreamReader(opts, arrow_schema(schema))
 

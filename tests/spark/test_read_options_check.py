@@ -61,6 +61,23 @@ def test_read_refused_at_load(spark: Any, options: dict[str, str], message: str)
         assert line.startswith("connector.errors.ConfigError: " + message), line
 
 
+def test_ending_options_refused_by_a_stream(spark: Any, tmp_path: Path) -> None:
+    reader = spark.readStream.format("pymq").option("namesrv", NOWHERE).option("topic", "T")
+    query = (
+        reader.option("endingTimestamp", "0")
+        .load()
+        .writeStream.format("memory")
+        .queryName("ending_refused")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
+    try:
+        with pytest.raises(Exception, match="option endingTimestamp is for batch reads"):
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+
+
 def test_misspelt_write_option_refused(spark: Any, tmp_path: Path) -> None:
     df = spark.range(1).selectExpr("'x' as body")
     with pytest.raises(Exception) as caught:
