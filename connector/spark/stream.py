@@ -18,7 +18,7 @@ earliest offset, as Kafka's source does for new partitions. With
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NoReturn
 
 import pyarrow as pa
@@ -145,6 +145,15 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def getDefaultReadLimit(self) -> ReadLimit:
         return default_read_limit(self.opts)
 
+    def _from_min(
+        self, begin: dict[tuple[str, str, int], int], keys: Iterable[tuple[str, str, int]]
+    ) -> dict[tuple[str, str, int], int]:
+        """``begin`` plus every queue of ``keys`` it lacks (new since the last batch: more
+        queues, a new broker, a topic the pattern now matches) at its min offset as last
+        seen, where Kafka's source starts a new partition (0 when never seen: a replayed
+        batch after a restart)."""
+        return {k: self._known.get(k, (0, 0))[0] for k in keys if k not in begin} | begin
+
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {k: hi for k, (_, hi) in self._bounds().items()}
 
@@ -161,6 +170,7 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = {k: max(latest.get(k, v), v) for k, v in begin.items()} | {
             k: v for k, v in latest.items() if k not in begin
         }
+        begin = self._from_min(begin, latest)
         # a queue that went backwards ends this batch at its new start: partitions() reads
         # nothing of it now (end < start), the next batch reads on from there
         latest |= restart
@@ -206,7 +216,7 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _nest(self._latest) if self._latest else None
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
-        begin = _flat(start)
+        begin = self._from_min(_flat(start), _flat(end))
         ranges = [
             QueueRange(t, b, q, begin.get((t, b, q), 0), e)
             for (t, b, q), e in _flat(end).items()
