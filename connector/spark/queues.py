@@ -12,7 +12,9 @@ A timestamp resolves to the first offset stored at or after it (the broker's
 SEARCH_OFFSET_BY_TIMESTAMP answers the queue's max offset when every message
 is older). At the start, such a queue follows
 ``startingOffsetsByTimestampStrategy``: ``error`` fails naming it, ``latest``
-starts at its end. At the end, the queue simply ends where it ends.
+starts at its end; a queue holding no message at all starts at its end either
+way (Kafka would fail there too, but pymq's batch sends leave many queues
+empty). At the end, the queue simply ends where it ends.
 Per-queue JSON (offsets or timestamps by timestamp) must name every queue
 read, as in Kafka; for ``startingOffsets``/``endingOffsets`` JSON a queue not
 named starts at its earliest / ends at its latest offset (pymq's rule since
@@ -164,7 +166,9 @@ class QueueFinder:
         out = {}
         for key, ts in times.items():
             offset, past_end = self._search(key, ts)
-            if past_end and opts.starting_timestamp_strategy == "error":
+            lo, hi = bounds[key]
+            # a queue with no message at all has nothing a start at its end could miss
+            if past_end and hi > lo and opts.starting_timestamp_strategy == "error":
                 raise InvalidOffsetError(
                     f"{option}: queue {_name(key)} has no message stored at or after {ts} ms"
                     f" (it ends at offset {offset}); startingOffsetsByTimestampStrategy=latest"

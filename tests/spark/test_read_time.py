@@ -172,3 +172,23 @@ def test_timestamp_past_the_end(
         query.stop()
     got = Counter(bytes(r.body) for r in spark.table("time_latest").collect())
     assert got == Counter(b"after-%d" % i for i in range(7))
+
+
+def test_empty_queues_do_not_fail_a_timestamp_start(spark: Any, cluster: LocalCluster) -> None:
+    # one batch request fills one queue: the topic's other queues hold nothing, and a
+    # start by time is not "past their last message" (they have none)
+    ns = cluster.namesrv_addr
+    create_topic(cluster, "TimeSparse")
+    before = now_ms()
+    with Producer(group="time-sparse", namesrv=ns) as producer:
+        producer.send_batch([Message(topic="TimeSparse", body=b"s-%d" % i) for i in range(5)])
+    df = (
+        spark.read.format("pymq")
+        .option("namesrv", ns)
+        .option("topic", "TimeSparse")
+        .option("startingTimestamp", str(before))
+        .load()
+    )
+    rows = df.collect()
+    assert Counter(bytes(r.body) for r in rows) == Counter(b"s-%d" % i for i in range(5))
+    assert len({(r.brokerName, r.queueId) for r in rows}) == 1
