@@ -145,7 +145,11 @@ def split_ranges(
 def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """``[start, end)`` as Arrow batches, one per pull, in offset order (runs on an executor,
     with that process's cached ``PullConsumer``: see ``clients.py``)."""
-    from connector.errors import InvalidOffsetError  # noqa: PLC0415
+    from connector.errors import (  # noqa: PLC0415
+        InvalidOffsetError,
+        RemotingError,
+        RemotingTimeoutError,
+    )
     from connector.protocol.hashing import parse_tags  # noqa: PLC0415
     from connector.protocol.message import MessageQueue  # noqa: PLC0415
     from connector.protocol.status import PullStatus  # noqa: PLC0415
@@ -161,7 +165,16 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
     ) as consumer:
         while offset < part.end:
             want = min(opts.pull_batch_size, part.end - offset)
-            res = consumer.pull_records(mq, offset, want, tags=opts.tags)
+            try:
+                res = consumer.pull_records(mq, offset, want, tags=opts.tags)
+            except RemotingError as exc:
+                if isinstance(exc, RemotingTimeoutError):
+                    raise
+                # a cached consumer's connection may have been closed by its broker since
+                # the last task used it (a restart): the call fails at once, the route is
+                # refreshed, and a pull (it changes nothing) on a new connection can succeed
+                log.info("pulling %s at %d again after: %s", mq, offset, exc)
+                res = consumer.pull_records(mq, offset, want, tags=opts.tags)
             if res.status is PullStatus.OFFSET_ILLEGAL:
                 if res.min_offset > offset:  # retention removed what this range needs
                     lost = f"offsets {offset}..{res.min_offset - 1} of {mq} were deleted"
