@@ -23,8 +23,7 @@ its first release, kept).
 
 from __future__ import annotations
 
-import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from connector.errors import ConfigError, InvalidOffsetError, TopicNotExistError
 from connector.protocol.message import MessageQueue
@@ -35,9 +34,11 @@ from connector.protocol.names import (
 )
 from connector.spark.options import ReadOptions
 
+if TYPE_CHECKING:
+    from connector.client.consumer import PullConsumer
+
 __all__ = ["Key", "QueueFinder", "is_user_topic", "pick_offset"]
 
-log = logging.getLogger(__name__)
 Key = tuple[str, str, int]  # (topic, broker name, queue id)
 
 
@@ -70,8 +71,12 @@ def _name(key: Key) -> str:
 
 def _per_queue(spec: dict[str, Any], keys: list[Key], option: str) -> dict[Key, int]:
     """Per-queue JSON that must name exactly the queues read (Kafka's rule)."""
-    named = {(t, b, int(q)): int(v) for t, bs in spec.items() for b, qs in bs.items()
-             for q, v in qs.items()}  # fmt: skip
+    named = {
+        (t, b, int(q)): int(v)
+        for t, bs in spec.items()
+        for b, qs in bs.items()
+        for q, v in qs.items()
+    }
     missing = sorted(set(keys) - set(named))
     unknown = sorted(set(named) - set(keys))
     if missing or unknown:
@@ -87,7 +92,7 @@ def _per_queue(spec: dict[str, Any], keys: list[Key], option: str) -> dict[Key, 
 class QueueFinder:
     """The queues of a read and their offsets, through one ``PullConsumer``."""
 
-    def __init__(self, opts: ReadOptions, consumer: Any) -> None:
+    def __init__(self, opts: ReadOptions, consumer: PullConsumer) -> None:
         self.opts = opts
         self.consumer = consumer
 
@@ -128,8 +133,9 @@ class QueueFinder:
         """``assign`` names only queues that exist (at the start of a read)."""
         if self.opts.assign is None:
             return
-        named = {(t, b, q) for t, bs in self.opts.assign.items() for b, qs in bs.items()
-                 for q in qs}  # fmt: skip
+        named = {
+            (t, b, q) for t, bs in self.opts.assign.items() for b, qs in bs.items() for q in qs
+        }
         if missing := sorted(named - have):
             raise ConfigError("option assign: no such queue " + ", ".join(map(_name, missing)))
 
