@@ -12,8 +12,9 @@ import pytest
 from queue_fill import fill_queues
 from test_batch import create_topic
 
+from connector import Message
 from connector.server.local import LocalCluster
-from connector.spark.clients import ClientCache
+from connector.spark.clients import ClientCache, producer, pull_consumer, shared_cache
 
 
 class FakeClient:
@@ -161,3 +162,24 @@ def test_micro_batches_reuse_executor_connections(
     assert after[TIME_WAIT] - before[TIME_WAIT] <= 4, (before, after)
     # and the executors' connections are still open, for the next micro-batch
     assert after[ESTABLISHED] > before[ESTABLISHED], (before, after)
+
+
+def test_producers_and_consumers_from_the_shared_cache(cluster: LocalCluster) -> None:
+    """The helpers the source (and a sink) use: one started client per settings."""
+    ns = cluster.namesrv_addr
+    create_topic(cluster, "CacheOut", queues=1)
+    before = shared_cache().stats()
+    with producer(namesrv=ns, group="cache-test", send_msg_timeout_ms=5000) as p:
+        mq = p.send(Message(topic="CacheOut", body=b"x")).queue
+    with producer(namesrv=ns, group="cache-test", send_msg_timeout_ms=5000) as again:
+        assert again is p
+        again.send(Message(topic="CacheOut", body=b"y"), queue=mq)
+    with producer(namesrv=ns, group="cache-test", send_msg_timeout_ms=3000) as other:
+        assert other is not p  # other settings, another producer
+    for _ in range(2):
+        with pull_consumer(namesrv=ns, group="cache-test") as consumer:
+            assert consumer.max_offset(mq) == 2
+    after = shared_cache().stats()
+    assert (after.created - before.created, after.leases - before.leases) == (3, 5)
+    shared_cache().close_all()
+    assert shared_cache().stats().open == 0
