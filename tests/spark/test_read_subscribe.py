@@ -130,6 +130,49 @@ def test_assign_reads_only_its_queues(spark: Any, cluster: LocalCluster, tmp_pat
         spark.read.format("pymq").option("namesrv", ns).option("assign", missing).load().collect()
 
 
+def delete(cluster: LocalCluster, topic: str) -> None:
+    """Delete ``topic`` and wait (bounded) until the NameServer has no route for it."""
+    with Admin(namesrv=cluster.namesrv_addr) as admin:
+        admin.delete_topic(topic)
+        deadline = time.monotonic() + 30
+        while topic in admin.topic_list():
+            assert time.monotonic() < deadline, f"{topic} still listed"
+            time.sleep(0.05)
+
+
+def test_topic_deleted_mid_query(spark: Any, cluster: LocalCluster, tmp_path: Path) -> None:
+    ns = cluster.namesrv_addr
+    for topic in ("GoneA", "GoneB", "GoneC", "GoneD"):
+        create_topic(cluster, topic)
+        fill(ns, topic, 100)
+    # failOnDataLoss=false: the deleted topic is dropped, the query reads on
+    going_on = stream_to_memory(
+        spark, "gone_go_on", tmp_path, namesrv=ns, subscribePattern="Gone[AB]",
+        startingOffsets="earliest", failOnDataLoss="false",
+    )  # fmt: skip
+    # failOnDataLoss (the default): the query fails naming the topic
+    failing = stream_to_memory(
+        spark, "gone_fail", tmp_path, namesrv=ns, topic="GoneC,GoneD", startingOffsets="earliest"
+    )
+    try:
+        going_on.processAllAvailable()
+        failing.processAllAvailable()
+        delete(cluster, "GoneA")
+        delete(cluster, "GoneC")
+        fill(ns, "GoneB", 100)
+        going_on.processAllAvailable()
+        assert going_on.exception() is None
+        with pytest.raises(Exception, match="topic GoneC was deleted") as failed:
+            failing.awaitTermination(120)
+            failing.processAllAvailable()  # not reached if it failed in time
+        assert "failOnDataLoss=false" in str(failed.value)
+    finally:
+        going_on.stop()
+        failing.stop()
+    rows = spark.table("gone_go_on").collect()
+    assert Counter(r.topic for r in rows) == {"GoneA": 100, "GoneB": 200}
+
+
 def recreate(cluster: LocalCluster, topic: str, rows: int) -> None:
     """Delete ``topic`` and create it again with ``rows`` messages (its offsets from 0)."""
     ns = cluster.namesrv_addr
