@@ -720,6 +720,7 @@ def spark_rows(s: dict[str, Any]) -> list[list[str]]:
             ("stream_sink_noop_arrow", "stream sink ceiling: same source, no-op Arrow writer"),
             ("source_pymq", 'source `read.format("pymq")` -> noop'),
             ("source_memory_arrow", "source ceiling: in-memory Python Arrow source"),
+            ("source_memory_arrow_redis_schema", "... the same with the Redis source's schema"),
             ("sink_redis", "sink peer: Redis Streams Python data source (pipelined XADD)"),
             ("source_redis", "source peer: Redis Streams Python data source (XRANGE pages)"),
             ("jvm", "JVM only: range -> noop"),
@@ -733,7 +734,7 @@ def spark_rows(s: dict[str, Any]) -> list[list[str]]:
         ("sink_vs_redis", "pymq sink / Redis Streams sink (target >= 2)", 2),
         ("source_vs_redis", "pymq source / Redis Streams source (target >= 3)", 3),
         ("sink_redis_ratio", "Redis Streams sink / ceiling (for scale)", None),
-        ("source_redis_ratio", "Redis Streams source / ceiling (for scale)", None),
+        ("source_redis_ratio", "Redis Streams source / its schema's ceiling (for scale)", None),
     ):
         if key in s:
             met = "" if goal is None else ": met" if s[key] >= goal else ": **missed**"
