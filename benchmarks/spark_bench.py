@@ -302,6 +302,18 @@ def descendants(root: int) -> list[int]:
     return out
 
 
+def gateway_jvm() -> int:
+    """The pid of Spark's JVM: the java process this driver started (py4j's gateway)."""
+    for pid in descendants(os.getpid()):
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if comm == "java":
+            return pid
+    raise SystemExit("no java process under this driver: is Spark running in it?")
+
+
 class CpuMeter:
     """CPU seconds by role: Spark's JVM, its Python workers, the servers, this driver."""
 
@@ -444,7 +456,7 @@ def run(
     source(memory_read)
     stream_sink("pymq")
     stream_sink("bench-noop-stream-arrow")
-    meter = CpuMeter(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    meter = CpuMeter(gateway_jvm())
     brokers = [b.pid for b in cluster.brokers]
     assert redis.proc is not None
     servers = {"pymq": brokers, "redis": [redis.proc.pid]}
