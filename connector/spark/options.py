@@ -167,7 +167,8 @@ def _duration_ms(options: Mapping[str, str], name: str, default_ms: int) -> int:
     if m is None:
         raise ConfigError(f"option {name}: {raw!r} is not a duration like 500ms, 30s, 15m, 1h")
     unit_ms = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
-    return int(m.group(1)) * unit_ms.get(m.group(2), 86_400_000)
+    unit_ms["d"] = 24 * unit_ms["h"]
+    return int(m.group(1)) * unit_ms[m.group(2)]
 
 
 def _security(options: Mapping[str, str]) -> None:
