@@ -278,24 +278,29 @@ class _TaskWriter:
 
 
 def write_batches(opts: WriteOptions, batches: Iterator[Any]) -> SinkCommitMessage:
-    """Send every row of the Arrow batches (runs on an executor)."""
-    from connector.client.producer import Producer  # noqa: PLC0415 - executors only
+    """Send every row of the Arrow batches (runs on an executor).
 
-    producer = Producer(
-        group=opts.producer_group,
+    The task borrows its executor process's ``Producer`` for these settings
+    (``connector.spark.clients``): the tasks of a write, and of every
+    micro-batch of a stream, share one connection per broker and the routes
+    it already knows instead of starting a producer each.
+    """
+    from connector.spark.clients import producer as shared_producer  # noqa: PLC0415
+
+    with shared_producer(
         namesrv=opts.namesrv,
+        group=opts.producer_group,
         send_latency_fault_enable=opts.send_latency_fault_enable,
         retry_times_when_send_failed=opts.retry_times_when_send_failed,
         send_msg_timeout_ms=opts.send_msg_timeout_ms,
-    )
-    sends = _Sends(MAX_IN_FLIGHT)
-    with producer:
+    ) as producer:
+        sends = _Sends(MAX_IN_FLIGHT)
         try:
             task = _TaskWriter(opts, producer, sends)
             for batch in batches:
                 task.write(batch)
             task.flush_all()
-            sends.drain()
+            sends.drain()  # every send answered before the producer serves another task
         finally:
             sends.close()
     return SinkCommitMessage(messages=task.sent, requests=task.requests)
