@@ -287,19 +287,58 @@ def cpu_s(pid: int, *, children: bool) -> float:
     return ticks * TICK_S
 
 
-def descendants(root: int) -> list[int]:
-    """Every live process under ``root``."""
-    parent: dict[int, int] = {}
+def process_table() -> dict[int, list[str]]:
+    """``/proc/<pid>/stat`` fields (from state on) of every live process."""
+    table = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (f := _stat(int(entry))) is not None:
-            parent[int(entry)] = int(f[1])
+            table[int(entry)] = f
+    return table
+
+
+def descendants(root: int, table: dict[int, list[str]] | None = None) -> list[int]:
+    """Every live process under ``root``."""
+    table = process_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for pid, f in table.items():
+        children.setdefault(int(f[1]), []).append(pid)
     out, frontier = [], [root]
     while frontier:
-        p = frontier.pop()
-        kids = [c for c, pp in parent.items() if pp == p]
+        kids = children.get(frontier.pop(), [])
         out += kids
         frontier += kids
     return out
+
+
+def _ticks(f: list[str], *, own: bool = True, reaped: bool = True) -> int:
+    """utime + stime (fields 14, 15 of proc(5)) and cutime + cstime (16, 17)."""
+    return (int(f[11]) + int(f[12]) if own else 0) + (int(f[13]) + int(f[14]) if reaped else 0)
+
+
+Tree = dict[int, tuple[int, int]]  # pid -> (parent pid, CPU ticks with reaped children)
+
+
+def python_tree(jvm_pid: int) -> Tree:
+    """The processes under Spark's JVM, and the JVM itself with its reaped children only."""
+    table = process_table()
+    tree = {p: (int(table[p][1]), _ticks(table[p])) for p in descendants(jvm_pid, table)}
+    if jvm_pid in table:
+        tree[jvm_pid] = (0, _ticks(table[jvm_pid], own=False))
+    return tree
+
+
+def tree_cpu_s(before: Tree, after: Tree) -> float:
+    """CPU seconds the processes of a tree spent between two looks at it.
+
+    A process that exits is reaped by its parent (Spark's Python daemon or the
+    JVM), whose cutime then holds its whole life: what it had spent before the
+    first look comes off. One that exits with its parent gone too (reaped by
+    init) is lost from the last look on; Spark's workers live on between jobs.
+    """
+    ticks = sum(t for _, t in after.values())
+    ticks -= sum(t for p, (_, t) in before.items() if p in after)
+    ticks -= sum(t for p, (parent, t) in before.items() if p not in after and parent in after)
+    return ticks * TICK_S
 
 
 def gateway_jvm() -> int:
@@ -321,24 +360,22 @@ class CpuMeter:
         self.jvm_pid = jvm_pid
         self.servers: list[int] = []
 
-    def snapshot(self) -> dict[str, float]:
-        return {
+    def snapshot(self) -> tuple[dict[str, float], Tree]:
+        flat = {
             "jvm": cpu_s(self.jvm_pid, children=False),
-            # a worker that exits is reaped by Spark's Python daemon (or the JVM): its
-            # time moves into the reaper's cutime, so the live processes' sums keep it
-            "python_workers": sum(cpu_s(p, children=True) for p in descendants(self.jvm_pid))
-            + cpu_s(self.jvm_pid, children=True)
-            - cpu_s(self.jvm_pid, children=False),
             "servers": sum(cpu_s(p, children=True) for p in self.servers),
             "driver": sum(os.times()[:2]),
         }
+        return flat, python_tree(self.jvm_pid)
 
     def measure(self, action: Any, rows: int) -> tuple[float, dict[str, float]]:
         """``rows`` / s of ``action`` and each role's CPU microseconds per row."""
-        before = self.snapshot()
+        before, tree_before = self.snapshot()
         seconds = timed(action)
-        after = self.snapshot()
-        return rows / seconds, {k: (after[k] - before[k]) / rows * 1e6 for k in after}
+        after, tree_after = self.snapshot()
+        spent = {k: after[k] - before[k] for k in after}
+        spent["python_workers"] = tree_cpu_s(tree_before, tree_after)
+        return rows / seconds, {k: spent[k] / rows * 1e6 for k in ROLES}
 
 
 ROLES = ("jvm", "python_workers", "servers", "driver")
