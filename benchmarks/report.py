@@ -715,6 +715,7 @@ def spark_rows(s: dict[str, Any]) -> list[list[str]]:
         [label, cell(s[key]) + " rows/s"]
         for key, label in (
             ("sink_pymq", 'sink `write.format("pymq")`'),
+            ("sink_pymq_sharded", "... the same with a `shardingKey` column (1,000 keys)"),
             ("sink_noop_arrow", "sink ceiling: no-op Python Arrow writer"),
             ("stream_sink_pymq", 'stream sink `writeStream.format("pymq")` from a Python source'),
             ("stream_sink_noop_arrow", "stream sink ceiling: same source, no-op Arrow writer"),

@@ -8,7 +8,8 @@ jobs, each timed from the action's start to its end. In one run:
 
 * sink: ``spark.range`` -> 100-byte ``body`` -> ``write.format("pymq")``
   (every task sends through ``connector.Producer``, ``batchSize`` rows per
-  request), against the same frame into a no-op Python Arrow writer (a
+  request; once more with a ``shardingKey`` column of 1,000 keys:
+  a request per queue and Arrow batch), against the same frame into a no-op Python Arrow writer (a
   ``DataSourceArrowWriter`` that drops its batches): the ceiling of Spark's
   Python write path;
 * source: ``read.format("pymq")`` of a topic holding ``--rows`` messages ->
@@ -427,8 +428,12 @@ def run(
         for name in ("SinkBench", "SourceBench")
     }
 
-    def sink(fmt: str, topic: str) -> None:
-        w = frame.write.format(fmt).mode("append")
+    sharded = spark.range(0, args.rows, numPartitions=2).selectExpr(
+        BODY_SQL, "concat('user-', id % 1000) as shardingKey"
+    )
+
+    def sink(fmt: str, topic: str, rows: Any = frame) -> None:
+        w = rows.write.format(fmt).mode("append")
         if fmt == "pymq":
             w = w.option("namesrv", ns).option("topic", topic)
         elif fmt == "redis-streams":
@@ -499,6 +504,7 @@ def run(
     servers = {"pymq": brokers, "redis": [redis.proc.pid]}
     keys = (
         "sink_pymq",
+        "sink_pymq_sharded",
         "sink_redis",
         "sink_noop_arrow",
         "stream_sink_pymq",
@@ -521,6 +527,7 @@ def run(
     for r in range(args.runs):
         print(f"  run {r + 1}/{args.runs}", file=sys.stderr, flush=True)
         measured("sink_pymq", "pymq", lambda: sink("pymq", "SinkBench"))
+        measured("sink_pymq_sharded", "pymq", lambda: sink("pymq", "SinkBench", sharded))
         measured("sink_redis", "redis", lambda: sink("redis-streams", "SinkBench"))
         clear_redis_sink()
         measured("sink_noop_arrow", None, lambda: sink("bench-noop-arrow", ""))
@@ -619,6 +626,7 @@ def main() -> int:
     )
     for key, label in (
         ("sink_pymq", "sink: write.format('pymq')"),
+        ("sink_pymq_sharded", "  ... with a shardingKey (1,000 keys)"),
         ("sink_redis", "sink peer: Redis Streams (XADD)"),
         ("sink_noop_arrow", "sink ceiling: no-op Arrow writer"),
         ("stream_sink_pymq", "stream sink: writeStream.format('pymq')"),
