@@ -56,6 +56,8 @@ def foreach_batch_writer(
             "option deliveryGuarantee: foreachBatch writes are at-least-once (a micro-batch "
             "runs again after a failure); use writeStream.format('pymq') for other guarantees"
         )
+    if json_body and "topic" not in given:
+        raise ConfigError("json_body=True needs the topic option (every column goes into the body)")
     WriteOptions.parse(given)
 
     def write(batch: Any, batch_id: int) -> None:

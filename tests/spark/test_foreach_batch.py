@@ -105,5 +105,7 @@ def test_update_mode_into_the_stream_sink_fails_and_options_are_checked_early(
     # the helper checks its options on the driver, before any query starts
     with pytest.raises(ConfigError, match="batchSize"):
         foreach_batch_writer(namesrv=ns, topic="Counts", batchSize=0)
+    with pytest.raises(ConfigError, match="topic"):
+        foreach_batch_writer(namesrv=ns, json_body=True)
     with pytest.raises(ConfigError, match="deliveryGuarantee"):
         foreach_batch_writer(namesrv=ns, topic="Counts", deliveryGuarantee="exactly-once")
