@@ -6,7 +6,9 @@ Rows become messages: ``body`` (binary or string, required), optional
 ``queueId``, ``shardingKey``, ``delayLevel``. Rows go out in batch requests
 of at most ``batchSize`` rows, one queue each: rows of a sharding key to the
 queue ``Producer.send(sharding_key=)`` would pick, in row order (see
-``routing.py``), rows of a ``queueId`` to that queue, other rows where the
+``routing.py``; the order of a task's rows: tasks run side by side, so
+``repartition("key")`` first when a key's rows must be ordered across the
+whole frame), rows of a ``queueId`` to that queue, other rows where the
 producer's queue selection sends them; only rows with a delay level go one
 by one. Frames of ``body``, ``tags``, one ``topic``, ``shardingKey`` and
 ``queueId`` are encoded column-wise in compiled code (``encode.py``) and
