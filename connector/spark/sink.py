@@ -4,13 +4,17 @@ Rows become messages: ``body`` (binary or string, required), optional
 ``topic`` (the ``topic`` option wins, as in Kafka's sink), ``tags``,
 ``keys`` (a space-separated string or an array), ``properties`` (map),
 ``queueId``, ``shardingKey``, ``delayLevel``. Rows go out in batch requests
-of at most ``batchSize`` rows, one queue each: rows of a sharding key to the
-queue ``Producer.send(sharding_key=)`` would pick, in row order (see
-``routing.py``; the order of a task's rows: tasks run side by side, so
-``repartition("key")`` first when a key's rows must be ordered across the
-whole frame), rows of a ``queueId`` to that queue, other rows where the
-producer's queue selection sends them; only rows with a delay level go one
-by one. Frames of ``body``, ``tags``, one ``topic``, ``shardingKey`` and
+of at most ``batchSize`` rows, one queue each:
+
+- rows of a sharding key to the queue ``Producer.send(sharding_key=)``
+  would pick (see ``routing.py``), in the order of the task's rows. Tasks
+  run side by side: to order a key's rows across the whole frame, put them
+  in one task first, e.g. ``repartition("k").sortWithinPartitions("k", "seq")``;
+- rows of a ``queueId`` to that queue;
+- other rows where the producer's queue selection sends them;
+- rows with a delay level one by one (a batch cannot carry one).
+
+Frames of ``body``, ``tags``, one ``topic``, ``shardingKey`` and
 ``queueId`` are encoded column-wise in compiled code (``encode.py``) and
 sent with ``Producer.send_prepared_batch``: the same send path, no Python
 object per row. Delivery is at-least-once: a task that fails and is
