@@ -494,6 +494,7 @@ def run(
         stored = reader.load().count()
         if stored != args.rows:
             raise SystemExit(f"{name} SourceBench holds {stored} rows, expected {args.rows}")
+    sink("pymq", "SinkBench", sharded)
     sink("bench-noop-arrow", "")
     source(memory_read)
     stream_sink("pymq")
