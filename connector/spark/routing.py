@@ -42,6 +42,7 @@ class QueueRouter:
 
     def __init__(self) -> None:
         self._turn = count()  # spreads pinned queue ids over the brokers that have them
+        self._known: dict[tuple[str | bytes, int], int] = {}  # (key, queues) -> index
 
     def slots(self, batch: pa.RecordBatch, queues: Sequence[MessageQueue]) -> np.ndarray:
         """An index into ``queues`` for every row of ``batch`` (one topic), or ``ANY_QUEUE``."""
@@ -78,9 +79,19 @@ class QueueRouter:
         ):
             keys = pc.cast(keys, pa.string())  # a number as a key: its text, as the row path
         encoded = pc.dictionary_encode(keys)
-        # one CRC per distinct key: a batch has far fewer keys than rows
+        # one CRC per distinct key of the task: batches have far fewer keys than rows
+        known = self._known
+        if len(known) > 100_000:  # a task of ever new keys: start over
+            known.clear()
+
+        def index(key: str | bytes) -> int:
+            found = known.get((key, queues))
+            if found is None:
+                found = known[(key, queues)] = shard_index(key, queues)
+            return found
+
         per_key = np.fromiter(
-            (shard_index(k, queues) for k in encoded.dictionary.to_pylist()),
+            map(index, encoded.dictionary.to_pylist()),
             dtype=np.int64,
             count=len(encoded.dictionary),
         )

@@ -116,22 +116,29 @@ def batch_topic(opts: WriteOptions, batch: Any) -> str | None:
     return topics[0] if len(topics) == 1 and topics[0] else None
 
 
-def plain_chunks(batch: Any, batch_size: int, max_bytes: int) -> Iterator[Any]:
-    """Slices of at most ``batch_size`` rows whose encoding stays under ``max_bytes``."""
+def entry_sizes(batch: Any) -> Any:
+    """An upper bound of each row's batch entry in bytes (a numpy array)."""
     import numpy as np  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    # upper bound of an entry: head + body + UNIQ_KEY + TAGS (+ their separators)
+    # head + body + UNIQ_KEY + TAGS (+ their separators)
     sizes = pc.binary_length(batch.column("body")).to_numpy(zero_copy_only=False)
     sizes = np.nan_to_num(sizes.astype(np.float64)) + 22 + 42
     if "tags" in batch.schema.names:
         tag_len = pc.binary_length(batch.column("tags")).to_numpy(zero_copy_only=False)
         sizes = sizes + np.nan_to_num(tag_len.astype(np.float64)) + 6
-    start, n = 0, batch.num_rows
+    return sizes
+
+
+def chunk_bounds(sizes: Any, batch_size: int, max_bytes: int) -> Iterator[tuple[int, int]]:
+    """``(start, count)`` of runs of at most ``batch_size`` rows under ``max_bytes``."""
+    import numpy as np  # noqa: PLC0415
+
+    start, n = 0, len(sizes)
     while start < n:
         total = np.cumsum(sizes[start : start + batch_size])
         count = max(1, int(np.searchsorted(total, max_bytes, side="right")))
-        yield batch.slice(start, count)
+        yield start, count
         start += count
 
 
@@ -204,16 +211,16 @@ class _TaskWriter:
         queues = producer.publish_info(topic).message_queues
         slots = self.router.slots(batch, queues)
         if (slots == ANY_QUEUE).all():
-            parts: Iterator[tuple[MessageQueue | None, Any]] = iter([(None, batch)])
-        else:
+            ordered, ranges = batch, iter([(ANY_QUEUE, 0, batch.num_rows)])
+        else:  # rows grouped by queue, each group in row order
             order, ranges = groups(slots)
             ordered = batch.take(pa.array(order))
-            parts = (
-                (None if slot == ANY_QUEUE else queues[slot], ordered.slice(a, b - a))
-                for slot, a, b in ranges
-            )
-        for queue, part in parts:
-            for chunk in plain_chunks(part, self.opts.batch_size, producer.max_message_size):
+        sizes = entry_sizes(ordered)
+        for slot, a, b in ranges:
+            queue = None if slot == ANY_QUEUE else queues[slot]
+            limit = producer.max_message_size
+            for start, count in chunk_bounds(sizes[a:b], self.opts.batch_size, limit):
+                chunk = ordered.slice(a + start, count)
                 tags = chunk.column("tags") if "tags" in chunk.schema.names else None
                 prepared = encode_columns(
                     topic,
