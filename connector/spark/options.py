@@ -90,8 +90,8 @@ WRITE_OPTIONS = frozenset(
     }
 )
 # what Spark itself puts among a source's options: load(path) / save(path) / start(path),
-# and a stream write's checkpointLocation (checked with PySpark 4: nothing else)
-SPARK_OPTIONS = frozenset({"path", "checkpointLocation"})
+# and a stream write's checkpointLocation and queryName (checked with PySpark 4.2/4.3)
+SPARK_OPTIONS = frozenset({"path", "checkpointLocation", "queryName"})
 
 READ_SCHEMA = StructType(
     [

@@ -73,7 +73,8 @@ def test_stream_topic_to_topic(spark: Any, cluster: LocalCluster, tmp_path: Path
     )
     query = (
         source.selectExpr("body", "tags", "map('src', msgId) as properties")
-        .writeStream.format("pymq")
+        .writeStream.queryName("etl")  # Spark hands the writer queryName among its options
+        .format("pymq")
         .option("namesrv", ns)
         .option("topic", "EtlOut")
         .option("checkpointLocation", str(tmp_path / "etl"))
