@@ -167,19 +167,26 @@ class SendFuture(Future):  # type: ignore[type-arg]  # Future[SendResult], not g
             self._ended(cancelled=False)
 
     def _ended(self, *, cancelled: bool) -> None:
-        """Wake whoever waits and run the callbacks (the state is final already)."""
-        if self._extra is not None or self._cond is not None:
-            waiters, callbacks = self._lists()
-            with self._condition:
-                for waiter in waiters:
+        """Wake whoever waits and run the callbacks (the state is final already).
+
+        Waiters (``result()``, ``concurrent.futures.wait``) made the condition before
+        they looked at the state, so a future without one has nobody to wake; its
+        callbacks alone cost no condition."""
+        cond = self._cond
+        if cond is not None:
+            with cond:  # concurrent.futures.wait installs its waiters holding it
+                extra = self._extra
+                for waiter in extra[0] if extra is not None else ():
                     if cancelled:
                         waiter.add_cancelled(self)
                     elif self._exception is not None:
                         waiter.add_exception(self)
                     else:
                         waiter.add_result(self)
-                self._condition.notify_all()
-            for fn in list(callbacks):
+                cond.notify_all()
+        extra = self._extra
+        if extra is not None:
+            for fn in list(extra[1]):
                 _call(fn, self)
 
     def _wait(self, timeout: float | None) -> None:

@@ -104,3 +104,15 @@ def test_asyncio_can_await_it() -> None:
         return result.msg_id
 
     assert asyncio.run(main()) == "async"
+
+
+def test_a_callback_alone_costs_no_condition() -> None:
+    """Only a waiter needs the condition; a future watched by callbacks never makes one."""
+    futures = [SendFuture() for _ in range(2)]
+    seen: list[SendFuture] = []
+    for f in futures:
+        f.add_done_callback(seen.append)
+    settle_batch(futures, batch_result(["a", "b"]))
+    assert seen == futures
+    assert all(f._cond is None for f in futures)
+    assert futures[1].result(0).msg_id == "b"
