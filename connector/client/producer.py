@@ -94,7 +94,7 @@ _STORED: dict[int, SendStatus] = {
 class _Encoded:
     """A send's request body and what is needed to read its answer."""
 
-    __slots__ = ("compression", "data", "msg_ids", "sizes", "topic")
+    __slots__ = ("born", "compression", "data", "msg_ids", "sizes", "topic")
 
     def __init__(
         self,
@@ -103,12 +103,14 @@ class _Encoded:
         msg_ids: Sequence[str],
         sizes: list[int],
         compression: CompressionType | None,
+        born: int | None = None,
     ) -> None:
         self.topic = topic
         self.data = data
         self.msg_ids = msg_ids
         self.sizes = sizes
         self.compression = compression  # of a single message's body, or None
+        self.born = born  # the request's born time (ms) if the caller set it, else now
 
 
 class Producer:
@@ -516,9 +518,14 @@ class Producer:
         *,
         queue: MessageQueue | None = None,
         timeout_ms: int | None = None,
+        born_timestamp: int | None = None,
     ) -> SendResult:
-        """Many messages of one topic in one request; one SendResult for all."""
+        """Many messages of one topic in one request; one SendResult for all.
+
+        ``born_timestamp`` (ms since the epoch): every message's born time, instead of
+        now (RocketMQ's request carries one born time for its batch)."""
         self.start()
+        born = _born(born_timestamp)
         local = self._local
         # this thread's scratch holds the batch until it is answered: a send hook that
         # sends a batch meanwhile (same thread) encodes into fresh memory
@@ -526,6 +533,7 @@ class Producer:
         local.sending = True
         try:
             encoded = self._encode_batch(msgs, scratch=not nested)
+            encoded.born = born
             return self._send(
                 encoded,
                 list(msgs),
@@ -546,10 +554,12 @@ class Producer:
         *,
         queue: MessageQueue | None = None,
         timeout_ms: int | None = None,
+        born_timestamp: int | None = None,
     ) -> SendResult:
         """As ``send_batch`` for a batch the caller encoded (same send path, retries
         and fault avoidance). Hooks see an empty message list for it."""
         self.start()
+        born = _born(born_timestamp)
         topic = validate_topic(batch.topic)
         if not batch.msg_ids or len(batch.msg_ids) != len(batch.record_sizes):
             raise MessageIllegalError("a prepared batch needs one msg id and size per message")
@@ -559,7 +569,7 @@ class Producer:
                 self.max_message_size,
                 message=f"batch of {len(batch.data)} bytes exceeds {self.max_message_size}",
             )
-        encoded = _Encoded(topic, batch.data, batch.msg_ids, batch.record_sizes, None)
+        encoded = _Encoded(topic, batch.data, batch.msg_ids, batch.record_sizes, None, born)
         return self._send(
             encoded, [], self.retry_times_when_send_failed, queue=queue, timeout_ms=timeout_ms
         )
@@ -826,7 +836,8 @@ class Producer:
             if len(self._headers) < 65_536:
                 self._headers[key] = ext
         ext = dict(ext)
-        ext[V2["bornTimestamp"]] = str(int(time.time() * 1000))
+        born = encoded.born
+        ext[V2["bornTimestamp"]] = str(int(time.time() * 1000) if born is None else born)
         return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, ext, encoded.data)
 
     def _result_of(
@@ -1095,6 +1106,17 @@ def _settle(future: Future[SendResult], slots: _Slots) -> Done:
                 future.set_result(result)  # type: ignore[arg-type]
 
     return done
+
+
+def _born(born_timestamp: int | None) -> int | None:
+    """A caller's born time: whole ms since the epoch, not negative."""
+    if born_timestamp is None:
+        return None
+    if type(born_timestamp) is not int or born_timestamp < 0:
+        raise MessageIllegalError(
+            f"born_timestamp must be whole ms since the epoch, not {born_timestamp!r}"
+        )
+    return born_timestamp
 
 
 def _plain_size(msg: Message) -> int:

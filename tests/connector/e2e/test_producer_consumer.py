@@ -216,6 +216,35 @@ def test_prepared_batch_takes_the_send_path(cluster: LocalCluster) -> None:
             producer.send_prepared_batch(PreparedBatch("E2ePrepared", b"x", [], []))
 
 
+def test_born_timestamp_of_a_batch(cluster: LocalCluster) -> None:
+    """A caller's born time reaches every message of the batch (one, many, prepared)."""
+    ns, topic, born = cluster.namesrv_addr, "E2eBorn", 1_600_000_000_123
+    with Producer(group="e2e", namesrv=ns) as producer, PullConsumer(group="g", namesrv=ns) as c:
+        sent = [
+            producer.send_batch([Message(topic=topic, body=b"one")], born_timestamp=born),
+            producer.send_batch(
+                [Message(topic=topic, body=b"m%d" % i) for i in range(40)], born_timestamp=born + 1
+            ),
+            producer.send_prepared_batch(
+                encode_columns(
+                    topic, pa.array([b"p0", b"p1"]), None, producer.new_msg_ids(2), 1 << 20
+                ),
+                born_timestamp=born + 2,
+            ),
+        ]
+        now_ms = int(time.time() * 1000)
+        plain = producer.send_batch([Message(topic=topic, body=b"now")])
+        wait_route(producer, topic, len({r.queue.broker_name for r in [*sent, plain]}))
+        for r, count, want in zip(sent, (1, 40, 2), (born, born + 1, born + 2), strict=True):
+            got = c.pull(r.queue, r.queue_offset, count).messages
+            assert len(got) == count and {m.born_timestamp for m in got} == {want}
+        (last,) = c.pull(plain.queue, plain.queue_offset, 1).messages
+        assert abs(last.born_timestamp - now_ms) < 60_000  # without one: the time of sending
+        for bad in (-1, 1.5):
+            with pytest.raises(MessageIllegalError, match="born_timestamp"):
+                producer.send_batch([Message(topic=topic, body=b"x")], born_timestamp=bad)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("codec", ["ZLIB", "ZSTD", "LZ4"])
 def test_compress_types_travel_and_inflate(cluster: LocalCluster, codec: str) -> None:
     """RocketMQ 5's compressType: the body goes compressed with the codec's bits in
