@@ -181,9 +181,13 @@ class RemotingConnection:
     def start_reader(self) -> None:
         """From now on a thread of its own reads every answer (needed once answers go
         to callbacks, or the server may send requests); until then a caller waiting
-        for its answer reads the socket itself, which saves two thread wake-ups."""
-        if self._reader is not None:
-            return
+        for its answer reads the socket itself, which saves two thread wake-ups.
+
+        The thread ends after a read slice with nothing to read while no callback
+        waits for an answer (and the server cannot call): a sync caller then reads its
+        own answer again, so one ``send_async`` does not cost every later sync call a
+        thread hop. Taken under ``_reader_lock`` like the thread's decision to end, so
+        an async request registered before this call is always read."""
         with self._reader_lock:
             if self._reader is None:
                 self._reader = threading.Thread(
@@ -278,10 +282,10 @@ class RemotingConnection:
         """Send a request; ``callback(response, error)`` runs once: on the reader thread
         when it is answered or the connection breaks, or on the client's timer thread
         with a ``RemotingTimeoutError`` after ``timeout_s`` (needs ``timeouts``)."""
-        self.start_reader()
         call = _Call(callback)
-        self._register(cmd, call)
+        self._register(cmd, call)  # before start_reader: an ending reader sees the call
         try:
+            self.start_reader()
             self._send(cmd)
         except RemotingError:
             self._calls.pop(cmd.opaque, None)
@@ -349,9 +353,19 @@ class RemotingConnection:
         return True
 
     def _read_loop(self) -> None:
-        with self._read_lock:  # once started, this thread reads for good
+        with self._read_lock:
             while not self.closed:
-                self._read_some()
+                if self._read_some() or self._on_request is not None:
+                    continue
+                # a quiet slice: unless a callback awaits an answer, callers read again
+                with self._reader_lock:
+                    if any(c.callback is not None for c in list(self._calls.values())):
+                        continue
+                    self._reader = None
+                break
+        for call in list(self._calls.values()):  # sync callers waiting on this thread
+            if call.lock is not None and not call.finished:
+                call.wake()
 
     def close(self, error: RemotingError | None = None) -> None:
         if self.closed:

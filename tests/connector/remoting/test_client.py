@@ -216,6 +216,46 @@ def test_async_calls_answered_out_of_order_each_get_their_own(
     echo(conn, b"a sync call after async ones")
 
 
+def wait_reader_gone(conn: RemotingConnection) -> threading.Thread:
+    """The reader thread of ``conn`` ends on its own (bounded wait); it is returned."""
+    reader = conn._reader
+    assert reader is not None
+    reader.join(WAIT_S)
+    assert not reader.is_alive() and conn._reader is None
+    return reader
+
+
+def test_the_reader_thread_ends_when_no_callback_waits(
+    server: LoopServer, conn: RemotingConnection
+) -> None:
+    """After async calls a sync caller reads its own answer again (no thread hop), but
+    not while an async call is still waiting for its answer."""
+    answered = threading.Event()
+    conn.invoke_async(RemotingCommand(ECHO, {}, b"async"), lambda r, e: answered.set())
+    assert answered.wait(WAIT_S)
+    wait_reader_gone(conn)
+    echo(conn, b"read by its caller")
+    assert conn._reader is None
+
+    got: list[RemotingCommand | None] = []
+    held = threading.Event()
+    conn.invoke_async(
+        RemotingCommand(HOLD, {"id": "slow"}, b""), lambda r, e: (got.append(r), held.set())
+    )
+    reader = conn._reader
+    assert reader is not None
+    echo(conn, b"while one is held")  # answered by the reader, which stays for the held one
+    assert not held.is_set() and reader.is_alive() and conn._reader is reader
+    server.wait_held("slow")
+    server.release("slow")
+    assert held.wait(WAIT_S) and got[0] is not None and got[0].body == b"answer-slow"
+    wait_reader_gone(conn)
+    # and sync callers on many threads still each get their own, reader or not
+    with ThreadPoolExecutor(8) as pool:
+        bodies = [b"t%d" % i for i in range(64)]
+        assert [r.body for r in pool.map(lambda b: echo(conn, b), bodies)] == bodies
+
+
 # -- timeouts ------------------------------------------------------------------------------------
 
 
