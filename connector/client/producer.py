@@ -495,11 +495,18 @@ class Producer:
         queue: MessageQueue | None = None,
         sharding_key: str | None = None,
         timeout_ms: int | None = None,
+        born_timestamp: int | None = None,
     ) -> SendResult:
-        """Send and wait (SYNC). ``queue``: that queue only; ``sharding_key``: ordered."""
+        """Send and wait (SYNC). ``queue``: that queue only; ``sharding_key``: ordered;
+        ``born_timestamp`` (ms since the epoch): the message's born time, else now."""
         self.start()
         encoded = self._encode_one(msg)
-        if self.auto_batch and self._gathers(encoded, msg, sharding_key, timeout_ms):
+        encoded.born = _born(born_timestamp)
+        if (
+            self.auto_batch
+            and encoded.born is None  # a batch carries the born time of its sending
+            and self._gathers(encoded, msg, sharding_key, timeout_ms)
+        ):
             waiter = SyncWaiter()
             if self._accumulator_add(encoded, msg, (encoded.topic, queue, False), waiter):
                 return self._wait(waiter)

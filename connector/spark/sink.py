@@ -3,8 +3,10 @@
 Rows become messages: ``body`` (binary or string, required), optional
 ``topic`` (the ``topic`` option wins, as in Kafka's sink), ``tags``,
 ``keys`` (a space-separated string or an array), ``properties`` (map),
-``queueId``, ``shardingKey``, ``delayLevel``. Rows go out in batch requests
-of at most ``batchSize`` rows, one queue each:
+``queueId``, ``shardingKey``, ``delayLevel``, ``bornTimestamp`` (a timestamp
+or ms; RocketMQ's request carries one born time, so a request holds a run of
+rows of one born time). Rows go out in batch requests of at most
+``batchSize`` rows, one queue each:
 
 - rows of a sharding key to the queue ``Producer.send(sharding_key=)``
   would pick (see ``routing.py``), in the order of the task's rows. Tasks
@@ -32,7 +34,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    IntegerType,
+    LongType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from connector.errors import ConfigError, MessageIllegalError
 from connector.protocol.message import Message, MessageQueue
@@ -54,6 +62,7 @@ WRITE_COLUMNS = (
     "queueId",
     "shardingKey",
     "delayLevel",
+    "bornTimestamp",
 )
 
 
@@ -71,13 +80,12 @@ def check_write_schema(opts: WriteOptions, schema: StructType) -> None:
     if opts.topic is None and "topic" not in names:
         raise ConfigError("give the topic option or a topic column")
     if "bornTimestamp" in names:
-        # RocketMQ's wire format has one born time per send request (a header field the
-        # producer sets when it sends); batch entries carry none of their own
-        raise ConfigError(
-            "column bornTimestamp is not supported yet: a send request carries one born "
-            "time, set by the producer when it sends; drop the column or put the time in "
-            "a property"
-        )
+        kind = schema["bornTimestamp"].dataType
+        if not isinstance(kind, (TimestampType, TimestampNTZType, LongType, IntegerType)):
+            raise ConfigError(
+                f"column bornTimestamp must be a timestamp or ms since the epoch (long), "
+                f"not {kind.simpleString()}"
+            )
     unknown = names - set(WRITE_COLUMNS)
     if unknown:
         raise ConfigError(f"columns not understood by the pymq sink: {sorted(unknown)}")
@@ -128,6 +136,21 @@ def entry_sizes(batch: Any) -> Any:
         tag_len = pc.binary_length(batch.column("tags")).to_numpy(zero_copy_only=False)
         sizes = sizes + np.nan_to_num(tag_len.astype(np.float64)) + 6
     return sizes
+
+
+def born_millis(column: Any) -> list[int | None]:
+    """A ``bornTimestamp`` column (timestamp of any unit, or ms as an integer) as ms."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    raw = pc.cast(column, pa.int64())  # a timestamp: in its unit since the epoch (UTC)
+    unit = column.type.unit if pa.types.is_timestamp(column.type) else "ms"
+    if unit == "s":
+        raw = pc.multiply(raw, 1000)
+    elif unit != "ms":
+        raw = pc.divide(raw, {"us": 1000, "ns": 1_000_000}[unit])  # integer division
+    values: list[int | None] = raw.to_pylist()
+    return values
 
 
 def chunk_bounds(sizes: Any, batch_size: int, max_bytes: int) -> Iterator[tuple[int, int]]:
@@ -190,6 +213,7 @@ class _TaskWriter:
         self.sent = self.requests = 0
         self.pending: dict[tuple[str, MessageQueue | None], list[Message]] = {}
         self.pending_bytes: dict[tuple[str, MessageQueue | None], int] = {}
+        self.pending_born: dict[tuple[str, MessageQueue | None], int | None] = {}
 
     def write(self, batch: Any) -> None:
         if batch.num_rows == 0:
@@ -240,7 +264,9 @@ class _TaskWriter:
         n = batch.num_rows
         names = batch.schema.names
         cols = {c: batch.column(c).to_pylist() if c in names else [None] * n for c in WRITE_COLUMNS}
-        for body, row_topic, tags, keys, props, queue_id, sharding, delay in zip(
+        if "bornTimestamp" in names:
+            cols["bornTimestamp"] = born_millis(batch.column("bornTimestamp"))
+        for body, row_topic, tags, keys, props, queue_id, sharding, delay, born in zip(
             *(cols[c] for c in WRITE_COLUMNS), strict=True
         ):
             if body is None:
@@ -260,11 +286,15 @@ class _TaskWriter:
             queue = self.router.row_queue(queues, queue_id, sharding)
             if msg.delay_level:  # a batch cannot carry a delay level: alone, in order
                 self.flush((topic, queue))
-                self.sends.submit(queue, partial(self.producer.send, msg, queue=queue))
+                send = partial(self.producer.send, msg, queue=queue, born_timestamp=born)
+                self.sends.submit(queue, send)
                 self.sent += 1
                 self.requests += 1
                 continue
             key = (topic, queue)
+            if key in self.pending and self.pending_born.get(key) != born:
+                self.flush(key)  # a request carries one born time: a new one starts a batch
+            self.pending_born[key] = born
             # an upper bound of the entry: head, body, properties, UNIQ_KEY
             chars = sum(len(k) + len(v) + 2 for k, v in msg.properties.items())
             chars += len(msg.tags or "") + sum(len(k) + 1 for k in msg.keys) + 16
@@ -279,9 +309,11 @@ class _TaskWriter:
     def flush(self, key: tuple[str, MessageQueue | None]) -> None:
         msgs = self.pending.pop(key, [])
         self.pending_bytes.pop(key, None)
+        born = self.pending_born.pop(key, None)
         if msgs:
             queue = key[1]
-            self.sends.submit(queue, partial(self.producer.send_batch, msgs, queue=queue))
+            send = partial(self.producer.send_batch, msgs, queue=queue, born_timestamp=born)
+            self.sends.submit(queue, send)
             self.sent += len(msgs)
             self.requests += 1
 
