@@ -318,14 +318,19 @@ def targets(data: dict[str, Any]) -> list[Target]:
         ratio_goal=2,
     )
     spark = data.get("spark", {})
-    for key, what in (
-        ("sink", 'Spark sink `write.format("pymq")`'),
-        ("stream_sink", 'Spark stream sink `writeStream.format("pymq")`'),
-        ("source", 'Spark source `read.format("pymq")`'),
+    # the Spark connector issue's targets: sinks and source against a Redis Streams data
+    # source; the ceilings stay as the limit, and the source has a target against its own
+    for key, what, goal in (
+        ("sink", 'Spark sink `write.format("pymq")`', None),
+        ("stream_sink", 'Spark stream sink `writeStream.format("pymq")`', None),
+        ("source", 'Spark source `read.format("pymq")`', 0.9),
     ):
         ratio = spark.get(f"{key}_ratio")
         fig = None if ratio is None else {"median": ratio, "min": ratio, "max": ratio}
-        add(f"spark_{key}", f"{what} >= 0.7 of its Python ceiling", fig, "x", goal=0.7)
+        if goal is None:
+            add(f"spark_{key}", f"{what}: fraction of its Python ceiling (the limit)", fig, "x")
+        else:
+            add(f"spark_{key}", f"{what} >= {goal} of its Python ceiling", fig, "x", goal=goal)
     for key, what, goal in (
         ("sink", 'Spark sink `write.format("pymq")` vs a Redis Streams sink', 2),
         ("source", 'Spark source `read.format("pymq")` vs a Redis Streams source', 3),
@@ -429,9 +434,18 @@ def headline(data: dict[str, Any], *, markdown: bool = True) -> tuple[list[str],
         if fig is None or t is None:
             continue
         result = t.verdict if markdown else short(t.verdict)
+        goal = ">= 0.9x its ceiling" if key == "source" else "(ceiling: the limit)"
+        redis = spark.get(f"{key}_redis")
+        vs = by_key.get(f"spark_{key}_vs_redis")
+        if redis is not None and vs is not None:  # the target against the Redis source/sink
+            rows.append(
+                [label, num(fig["median"]), num(redis["median"]), "-", f"{vs.ratio} vs Redis",
+                 f">= {2 if key == 'sink' else 3}x Redis",
+                 vs.verdict if markdown else short(vs.verdict)]
+            )  # fmt: skip
         rows.append(
-            [label, num(fig["median"]), "-", "-", f"{t.measured} of ceiling",
-             ">= 0.7x its ceiling", result]
+            [label, num(fig["median"]), "-", "-", f"{t.measured} of ceiling", goal,
+             result if key == "source" else ""]
         )  # fmt: skip
     return head, rows
 
@@ -729,9 +743,9 @@ def spark_rows(s: dict[str, Any]) -> list[list[str]]:
         if key in s
     ]
     for key, label, goal in (
-        ("sink_ratio", "sink / ceiling (target >= 0.7)", 0.7),
-        ("stream_sink_ratio", "stream sink / ceiling (target >= 0.7)", 0.7),
-        ("source_ratio", "source / ceiling (target >= 0.7)", 0.7),
+        ("sink_ratio", "sink / ceiling (the limit)", None),
+        ("stream_sink_ratio", "stream sink / ceiling (the limit)", None),
+        ("source_ratio", "source / ceiling (target >= 0.9)", 0.9),
         ("sink_vs_redis", "pymq sink / Redis Streams sink (target >= 2)", 2),
         ("source_vs_redis", "pymq source / Redis Streams source (target >= 3)", 3),
         ("sink_redis_ratio", "Redis Streams sink / ceiling (for scale)", None),
@@ -873,8 +887,14 @@ def markdown(data: dict[str, Any]) -> str:
             "to quote.**",
             "",
         ]
+    # a partial run (run_all --only) leaves the other steps' JSON from an earlier run:
+    # when each figure was measured is said, step by step
+    started = {step: d["date"] for step, d in data.items() if isinstance(d, dict) and "date" in d}
     md += [
         f"Run of {run.get('date', '?')} to {run.get('finished', '?')}.",
+        "",
+        "When each step's figures were measured (a partial run keeps the other steps' "
+        "results): " + ", ".join(f"{step} {when}" for step, when in sorted(started.items())) + ".",
         "",
         "## Machine",
         "",
