@@ -889,7 +889,11 @@ def markdown(data: dict[str, Any]) -> str:
         ]
     # a partial run (run_all --only) leaves the other steps' JSON from an earlier run:
     # when each figure was measured is said, step by step
-    started = {step: d["date"] for step, d in data.items() if isinstance(d, dict) and "date" in d}
+    started = {
+        step: d["date"]
+        for step, d in data.items()
+        if step != "run" and isinstance(d, dict) and "date" in d
+    }
     md += [
         f"Run of {run.get('date', '?')} to {run.get('finished', '?')}.",
         "",
