@@ -183,10 +183,10 @@ class RemotingConnection:
         to callbacks, or the server may send requests); until then a caller waiting
         for its answer reads the socket itself, which saves two thread wake-ups.
 
-        The thread ends after a read slice with nothing to read while no callback
-        waits for an answer (and the server cannot call): a sync caller then reads its
-        own answer again, so one ``send_async`` does not cost every later sync call a
-        thread hop. Taken under ``_reader_lock`` like the thread's decision to end, so
+        The thread ends after a read slice with nothing to read while no request is
+        in flight (and the server cannot call): a sync caller then reads its own
+        answer again, so a burst of ``send_async`` does not cost every later sync call
+        a thread hop. Taken under ``_reader_lock`` like the thread's decision to end, so
         an async request registered before this call is always read."""
         with self._reader_lock:
             if self._reader is None:
@@ -357,9 +357,11 @@ class RemotingConnection:
             while not self.closed:
                 if self._read_some() or self._on_request is not None:
                     continue
-                # a quiet slice: unless a callback awaits an answer, callers read again
+                # a quiet slice with no request in flight: callers read for themselves
+                # again (with one in flight, e.g. long polls of several threads, this
+                # thread stays rather than be started again by the next waiter)
                 with self._reader_lock:
-                    if any(c.callback is not None for c in list(self._calls.values())):
+                    if self._calls:
                         continue
                     self._reader = None
                 break
