@@ -37,7 +37,7 @@ from connector.spark.options import ReadOptions
 if TYPE_CHECKING:
     from connector.client.consumer import PullConsumer
 
-__all__ = ["Key", "QueueFinder", "is_user_topic", "pick_offset"]
+__all__ = ["Key", "QueueFinder", "is_user_topic", "pick_offset", "refuse_unrouted"]
 
 Key = tuple[str, str, int]  # (topic, broker name, queue id)
 
@@ -63,6 +63,12 @@ def pick_offset(
     if value is None:
         return lo  # a queue the JSON does not name: from its start (as Kafka's source)
     return {-2: lo, -1: hi}.get(int(value), int(value))
+
+
+def refuse_unrouted(gone: set[str]) -> None:
+    """Named topics (``topic``, ``assign``) without a route end a read at its start."""
+    if gone:
+        raise TopicNotExistError(f"No route info of this topic: {', '.join(sorted(gone))}")
 
 
 def _name(key: Key) -> str:

@@ -92,16 +92,14 @@ class PyMQDataSource(DataSource):
 def resolve_ranges(opts: ReadOptions) -> list[QueueRange]:
     """Every queue read with its start and end offset, decided now, on the driver."""
     from connector.client.consumer import PullConsumer  # noqa: PLC0415
-    from connector.errors import TopicNotExistError  # noqa: PLC0415
-    from connector.spark.queues import QueueFinder  # noqa: PLC0415
+    from connector.spark.queues import QueueFinder, refuse_unrouted  # noqa: PLC0415
 
     with PullConsumer(
         group=opts.consumer_group or "pymq-spark-reader", namesrv=opts.namesrv
     ) as consumer:
         finder = QueueFinder(opts, consumer)
         queues, _, gone = finder.queues()
-        if gone:
-            raise TopicNotExistError(f"No route info of this topic: {', '.join(sorted(gone))}")
+        refuse_unrouted(gone)
         bounds = finder.bounds(queues)
         finder.check_assigned(set(bounds))
         starts, ends = finder.starts(bounds), finder.ends(bounds)

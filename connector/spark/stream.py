@@ -103,13 +103,10 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def initialOffset(self) -> Offsets:
-        from connector.errors import TopicNotExistError  # noqa: PLC0415
-        from connector.spark.queues import QueueFinder  # noqa: PLC0415
+        from connector.spark.queues import QueueFinder, refuse_unrouted  # noqa: PLC0415
 
         bounds = self._bounds()
-        if self._gone:
-            names = ", ".join(sorted(self._gone))
-            raise TopicNotExistError(f"No route info of this topic: {names}")
+        refuse_unrouted(self._gone)
         finder = QueueFinder(self.opts, self._client())
         finder.check_assigned(set(bounds))
         return _nest(finder.starts(bounds))

@@ -235,3 +235,18 @@ def test_topic_recreated_goes_on_without_fail_on_data_loss(
         query.stop()
     # everything before, and every message of the new topic, from its new start
     assert bodies(rows) == sent(800) + Counter(b"new-%d" % i for i in range(40))
+
+
+def test_a_named_topic_without_a_route_is_refused(
+    spark: Any, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``topic`` (and ``assign``) name topics that must exist: batch and stream say which."""
+    ns = cluster.namesrv_addr
+    with pytest.raises(Exception, match="No route info of this topic: NeverMade"):
+        spark.read.format("pymq").option("namesrv", ns).option("topic", "NeverMade").load().count()
+    query = stream_to_memory(spark, "never_made", tmp_path, namesrv=ns, topic="NeverMade")
+    try:
+        with pytest.raises(Exception, match="No route info of this topic: NeverMade"):
+            query.awaitTermination(120)
+    finally:
+        query.stop()
