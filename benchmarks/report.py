@@ -310,12 +310,11 @@ def targets(data: dict[str, Any]) -> list[Target]:
         ratio_goal=2,
     )
     add(
-        "durable_auto_batch",
-        "... the same producers with `auto_batch` (RocketMQ's autoBatch)",
-        pymq("durable_auto_batch"),
+        "durable_unbatched",
+        "... the same producers with `auto_batch=False` (a request a message)",
+        pymq("durable_unbatched"),
         "msgs/s",
         peer=redis_durable,
-        ratio_goal=2,
     )
     spark = data.get("spark", {})
     # the Spark connector issue's targets: sinks and source against a Redis Streams data

@@ -1,6 +1,6 @@
 """Auto-batching: single sends gathered into batch requests (RocketMQ 5's ProduceAccumulator).
 
-``send_async`` (always) and ``send`` (with ``Producer(auto_batch=True)``)
+``send_async`` (always) and ``send`` (unless ``Producer(auto_batch=False)``)
 of a plain message (no delay level, no sharding key, no timeout of its own,
 a body small enough not to be compressed) do not make a request each: the
 message, checked in the caller's thread, joins the open batch of its topic
@@ -14,10 +14,14 @@ a ``SendResult`` of its own: its msgId, its offset msgId, its queue offset.
 When a batch goes out differs from RocketMQ, which holds every message for
 ``batch_max_delay_ms``: here a batch goes at once while fewer than
 ``IN_FLIGHT_PER_KEY`` batches of its key are on the wire, so a lone sender
-waits for nothing. Only while the wire is busy do messages gather, until a
-batch of theirs comes back (like the broker's group commit, the batch is as
-big as the load makes it), ``batch_max_bytes`` are gathered, or the first
-has waited ``batch_max_delay_ms``. Past ``total_batch_max_bytes`` held,
+waits for nothing. A sync ``send`` that finds its key's wire idle does not
+even enter a batch: it goes out alone and its caller reads the answer
+itself (``enter_direct``), as without auto-batching; it counts as on the
+wire, so sends of other threads meanwhile gather behind it. Only while the
+wire is busy do messages gather, until a batch of theirs comes back (like
+the broker's group commit, the batch is as big as the load makes it),
+``batch_max_bytes`` are gathered, or the first has waited
+``batch_max_delay_ms``. Past ``total_batch_max_bytes`` held,
 messages are sent alone, as RocketMQ does.
 
 Sending never blocks on the network: the thread whose message lets a batch
@@ -180,6 +184,34 @@ class ProduceAccumulator:
         for gathered in ready:
             self._start(key, gathered)
         return True
+
+    def enter_direct(self, key: BatchKey) -> bool:
+        """Whether a sync send of ``key`` may go out alone, by its caller (who then reads
+        its own answer: no thread hop), because the wire of ``key`` is not busy: fewer
+        than ``IN_FLIGHT_PER_KEY`` requests on it and nothing gathered. Counted in
+        flight until ``leave_direct``, so sends meanwhile gather behind it."""
+        with self._lock:
+            if self._closed:
+                raise PyMQError("this producer was shut down")
+            in_flight = self._in_flight.get(key, 0)
+            if in_flight >= IN_FLIGHT_PER_KEY or key in self._open:
+                return False
+            self._in_flight[key] = in_flight + 1
+            return True
+
+    def leave_direct(self, key: BatchKey) -> None:
+        """A direct send of ``key`` ended (answered or failed): the batch that gathered
+        behind it, if any, goes now."""
+        with self._lock:
+            left = self._in_flight[key] - 1
+            if left:
+                self._in_flight[key] = left
+            else:
+                del self._in_flight[key]
+            waiting = self._open.get(key)
+            following = self._take(key, waiting) if waiting is not None else None
+        if following is not None:
+            self._start(key, following)
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Send what is gathered and wait (bounded) until every batch is answered."""

@@ -13,8 +13,10 @@ Bodies over ``compress_msg_body_over_howmuch`` are compressed (single
 messages; ``compress_type`` ZLIB, ZSTD or LZ4 at ``compress_level``, as
 RocketMQ 5; the consumer inflates them). Thread-safe: one producer serves many
 threads. ``send_async`` runs the same path on a small pool, with at most
-``client_async_semaphore_value`` sends in flight. With ``auto_batch``, single
-sends are gathered into batch requests (see ``connector.client.accumulator``).
+``client_async_semaphore_value`` sends in flight. Single sends made while
+others of their topic are on the wire gather into batch requests (always for
+``send_async``; for ``send`` unless ``auto_batch=False``; see
+``connector.client.accumulator``).
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ class Producer:
         default_topic_queue_nums: int = 4,
         client_async_semaphore_value: int = 65_535,
         async_workers: int = 8,
-        auto_batch: bool = False,
+        auto_batch: bool = True,
         batch_max_delay_ms: int = 10,
         batch_max_bytes: int = 32 * 1024,
         total_batch_max_bytes: int = 32 * MiB,
@@ -507,8 +509,16 @@ class Producer:
             and encoded.born is None  # a batch carries the born time of its sending
             and self._gathers(encoded, msg, sharding_key, timeout_ms)
         ):
+            acc = self._accumulator
+            assert acc is not None
+            key = (encoded.topic, queue, False)
+            if acc.enter_direct(key):  # the wire is idle: alone, reading its own answer
+                try:
+                    return self._send(encoded, msg, self.retry_times_when_send_failed, queue=queue)
+                finally:
+                    acc.leave_direct(key)
             waiter = SyncWaiter()
-            if self._accumulator_add(encoded, msg, (encoded.topic, queue, False), waiter):
+            if self._accumulator_add(encoded, msg, key, waiter):
                 return self._wait(waiter)
         return self._send(
             encoded,

@@ -211,3 +211,61 @@ def test_pull_status_is_unchanged_by_batching(cluster: LocalCluster) -> None:
         res = consumer.pull(mq, 0, 200)
         assert res.status is PullStatus.FOUND and res.next_begin_offset == 101
         assert [m.queue_offset for m in res.messages] == list(range(101))
+
+
+def test_by_default_a_lone_sync_send_goes_alone_and_concurrent_ones_gather(
+    cluster: LocalCluster,
+) -> None:
+    """The default producer: one thread's sync sends each go out alone, read by their
+    caller (no reader thread starts); sends of many threads at once gather behind
+    the ones on the wire, each with its own result."""
+    ns, topic = cluster.namesrv_addr, "E2eAutoDefault"
+    hooks = Recorder()
+    with Producer(group="e2e", namesrv=ns) as producer:
+        producer.register_send_hook(hooks)
+        producer.send(Message(topic=topic, body=b"first"))
+        wait_route(producer, topic, 1)
+        alone = [producer.send(Message(topic=topic, body=b"one%d" % i)) for i in range(50)]
+        assert all(isinstance(c.message, Message) for c in hooks.after)
+        assert len(hooks.after) == 51
+        readers = [t.name for t in threading.enumerate() if t.name.startswith("pymq-remoting-")]
+        assert readers == []  # every caller read its own answer
+        assert len({(r.queue, r.queue_offset) for r in alone}) == 50
+
+        results: list[SendResult] = []
+        lock = threading.Lock()
+        start = threading.Barrier(16)
+
+        def sender(k: int) -> None:
+            start.wait(10)
+            for i in range(50):
+                r = producer.send(Message(topic=topic, body=b"m%d-%d" % (k, i)))
+                with lock:
+                    results.append(r)
+
+        threads = [threading.Thread(target=sender, args=(k,)) for k in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(results) == 16 * 50
+        assert all(r.status is SendStatus.SEND_OK for r in results)
+        assert len({(r.queue, r.queue_offset) for r in results}) == len(results)
+        batches = [c for c in hooks.after[51:] if isinstance(c.message, list)]
+        assert batches and max(len(c.message) for c in batches) > 2
+        assert len(hooks.after) - 51 < len(results)  # fewer requests than messages
+    with Producer(group="e2e", namesrv=ns, auto_batch=False) as producer:
+        hooks = Recorder()
+        producer.register_send_hook(hooks)
+        threads = [
+            threading.Thread(
+                target=lambda: [producer.send(Message(topic=topic, body=b"x")) for _ in range(20)]
+            )
+            for _ in range(8)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(hooks.after) == 160  # a request each: auto_batch=False never gathers
+        assert all(isinstance(c.message, Message) for c in hooks.after)
