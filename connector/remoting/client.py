@@ -47,6 +47,7 @@ __all__ = ["RemotingClient", "RemotingConnection", "split_addr"]
 log = logging.getLogger(__name__)
 
 _RECV = 256 * 1024
+_RECV_LARGE = 4 * 1024 * 1024
 _READ_SLICE_S = 0.05  # a reader checks its deadline (and whether to hand over) this often
 _SMALL_BODY = 16 * 1024  # below this a frame is joined into one bytes before sending
 
@@ -325,7 +326,8 @@ class RemotingConnection:
         """One recv (at most a read slice long) and the frames it completes, each
         answer handed to its caller; False if nothing came. Read lock held."""
         try:
-            data = self._sock.recv(_RECV)
+            # the rest of a large frame (a big pull answer) in as few pieces as it comes
+            data = self._sock.recv(min(max(_RECV, self._decoder.missing), _RECV_LARGE))
         except (BlockingIOError, TimeoutError):  # the slice ended (SO_RCVTIMEO)
             return False
         except OSError as exc:

@@ -454,3 +454,63 @@ def test_mutated_frames_raise_only_frame_error(
     for pos, value in flips:
         data[pos % len(data)] = value
     feed_all(chunked(bytes(data), cuts))
+
+
+# -- frames with a large body (kept as chunks, joined once) -----------------------------------
+
+
+def large_frames() -> tuple[list[RemotingCommand], bytes]:
+    big = bytes(range(256)) * 1000  # 256,000 bytes: over LARGE_BODY
+    cmds = [
+        RemotingCommand(11, {"queueId": "1"}, big, opaque=1, flag=FLAG_RESPONSE),
+        RemotingCommand(34, {}, b"small", opaque=2),
+        RemotingCommand(310, {"b": "T"}, big[::-1] + b"x", opaque=3),
+    ]
+    return cmds, b"".join(encode_frame(c) for c in cmds)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 1 << 20), max_size=12))
+def test_large_bodies_in_any_chunking(cuts: list[int]) -> None:
+    cmds, data = large_frames()
+    decoder = FrameDecoder()
+    out: list[RemotingCommand] = []
+    fed = 0
+    for chunk in chunked(data, cuts):
+        out += decoder.feed(chunk)
+        fed += len(chunk)
+        assert decoder.buffered == fed - sum(len(encode_frame(c)) for c in out)
+    assert out == cmds
+    assert decoder.buffered == 0 and decoder.missing == 0
+
+
+def test_a_large_frame_reports_what_it_lacks() -> None:
+    (cmd, *_), _ = large_frames()
+    frame = encode_frame(cmd)
+    decoder = FrameDecoder()
+    assert decoder.feed(frame[:100_000]) == []
+    assert decoder.missing == len(frame) - 100_000
+    assert decoder.buffered == 100_000
+    assert decoder.feed(frame[100_000:-1]) == [] and decoder.missing == 1
+    (got,) = decoder.feed(frame[-1:] + frame[:10])  # and the start of the next frame
+    assert got == cmd and decoder.missing == 0 and decoder.buffered == 10
+
+
+def test_a_large_frame_with_a_lying_header_length_is_refused_when_complete() -> None:
+    body = b"b" * 200_000
+    header = orjson.dumps({"code": 11, "opaque": 1, "flag": 1})
+    frame = bytearray(raw_frame(header, body))
+    frame[4:8] = struct.pack(">i", len(header) + len(body) + 10)  # past the frame's end
+    decoder = FrameDecoder()
+    assert decoder.feed(bytes(frame[:1000])) == []
+    assert decoder.missing == 0  # not taken for a large body: nothing to trust
+    with pytest.raises(FrameError, match="header length"):
+        decoder.feed(bytes(frame[1000:]))
+    assert decoder.buffered == 0
+    # the header is read when the frame completes: a bad one is the same FrameError
+    bad = raw_frame(b"{not json", body)
+    decoder = FrameDecoder()
+    assert decoder.feed(bad[:1000]) == [] and decoder.missing > 0
+    with pytest.raises(FrameError):
+        decoder.feed(bad[1000:])
+    assert decoder.buffered == 0 and decoder.missing == 0
