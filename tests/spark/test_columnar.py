@@ -99,6 +99,19 @@ def test_body_crc_mismatch_is_corruption() -> None:
         records_to_batch(data, SCHEMA, topic="T", broker_name="b", queue_id=3, end=10)
 
 
+def test_crc_checked_past_a_record_that_needs_the_decoder() -> None:
+    # a compressed body or a property named twice sends the batch to the row decoder;
+    # a later record's CRC mismatch is still found by the compiled pass
+    bad = record(2, b"evil", b"", crc=12345)
+    for odd in (
+        record(1, zlib.compress(b"z" * 100), b"", sys_flag=SysFlag.COMPRESSED),
+        record(1, b"d", b"dup\x01a\x02dup\x01b\x02"),
+    ):
+        data = record(0, b"good", b"") + odd + bad
+        with pytest.raises(CorruptRecordError, match="CRC mismatch at byte"):
+            records_to_batch(data, SCHEMA, topic="T", broker_name="b", queue_id=3, end=10)
+
+
 def test_torn_answer_is_corruption() -> None:
     data = record(0, b"good", b"")
     with pytest.raises(CorruptRecordError):
