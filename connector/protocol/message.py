@@ -139,9 +139,13 @@ class Message:
         return props
 
 
-@dataclass(slots=True)
+@dataclass
 class MessageExt:
-    """A stored message as read back: the record's fields, decoded."""
+    """A stored message as read back: the record's fields, decoded.
+
+    Not slotted: a pulled message (``connector.protocol.pulled``) is a subclass
+    holding only where its record is, and seventeen inherited slots made each
+    of those cost half as much again to make and to collect."""
 
     topic: str
     body: bytes

@@ -190,38 +190,37 @@ _COMPUTE: dict[str, Callable[[PulledMessage], Any]] = {
 }
 
 
-def _lazy(name: str, bit: int) -> property:
-    """A field read from the answer the first time, then kept in MessageExt's own slot
-    (where a value set by the caller also goes); ``bit`` of ``_decoded`` says it is
-    there (a bit test: catching the AttributeError of an empty slot costs ~1 us)."""
-    slot = MessageExt.__dict__[name]  # the dataclass's slot descriptor
-    compute = _COMPUTE[name]
+class _Lazy:
+    """A field decoded from the answer the first time it is read, then kept in the
+    message's ``__dict__``, where later reads find it before this descriptor (it has
+    no ``__set__``: a value the caller sets goes there too)."""
 
-    def get(self: PulledMessage) -> Any:
-        if self._decoded & bit:
-            return slot.__get__(self, MessageExt)
-        value = compute(self)
-        slot.__set__(self, value)
-        self._decoded |= bit
+    __slots__ = ("compute", "name")
+
+    def __init__(self, name: str, compute: Callable[[PulledMessage], Any]) -> None:
+        self.name = name
+        self.compute = compute
+
+    def __get__(self, msg: PulledMessage | None, owner: type | None = None) -> Any:
+        if msg is None:
+            return self
+        value = self.compute(msg)
+        msg.__dict__[self.name] = value
         return value
-
-    def put(self: PulledMessage, value: Any) -> None:
-        slot.__set__(self, value)
-        self._decoded |= bit
-
-    return property(get, put, doc=f"``MessageExt.{name}``, decoded on first use")
 
 
 class PulledMessage(MessageExt):
-    """A ``MessageExt`` of a pull answer; equal to the ``decode_record`` of its record."""
+    """A ``MessageExt`` of a pull answer; equal to the ``decode_record`` of its record.
 
-    __slots__ = ("_answer", "_decoded", "_i")
+    It holds its answer, its place in it and its body (every reader reads it);
+    the other fields are ``_Lazy``."""
+
+    __slots__ = ("_answer", "_i", "body")
 
     def __init__(self, answer: _Answer, i: int, body: bytes) -> None:
         self._answer = answer
         self._i = i
-        self._decoded = 0  # a bit per field already in its slot
-        self.body = body  # every reader reads it: a plain slot, set up front
+        self.body = body
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MessageExt):
@@ -237,9 +236,8 @@ class PulledMessage(MessageExt):
 
 _FIELDS = tuple(MessageExt.__dataclass_fields__)
 assert set(_FIELDS) == {*_COMPUTE, "body"}, "every MessageExt field needs a decoder here"
-for _bit, _name in enumerate(_FIELDS):
-    if _name in _COMPUTE:  # ``body`` keeps MessageExt's own slot
-        setattr(PulledMessage, _name, _lazy(_name, 1 << _bit))
+for _name, _compute in _COMPUTE.items():
+    setattr(PulledMessage, _name, _Lazy(_name, _compute))
 
 
 def decode_records(data: bytes, *, check_crc: bool = True) -> list[MessageExt]:
