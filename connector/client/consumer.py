@@ -5,11 +5,21 @@ returns the messages from exactly that offset and ``next_begin_offset``;
 ``commit_offset`` stores a group's position on the broker so admin tools
 show its lag. Pulls use the binary form (stored records byte for byte) and
 decode them here; compressed bodies come back inflated.
+
+Read-ahead (as Kafka's fetcher): when an answer says the queue holds more
+than it returned, the next page (same size, from ``next_begin_offset``) is
+asked for at once, on the same connection, while the caller works on this
+one; the caller's next pull of exactly that page (within ``READ_AHEAD_TTL_S``)
+takes its answer instead of a round trip. One such request a queue at most;
+an answer not taken (the caller asked for another offset, or came back
+later) is dropped, and one that is not FOUND is asked for again the
+ordinary way. ``read_ahead=False`` (per consumer or per pull) turns it off.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 
 from connector.client.namesrv import NameServerClient, parse_namesrv
@@ -19,7 +29,7 @@ from connector.errors import NotFoundError, PyMQError, TopicNotExistError
 from connector.protocol.hashing import parse_tags
 from connector.protocol.message import MessageQueue
 from connector.protocol.names import validate_group, validate_topic
-from connector.protocol.remoting import RequestCode, ResponseCode
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.route import TopicRouteData
 from connector.protocol.status import PullStatus
 
@@ -28,6 +38,7 @@ __all__ = ["PullConsumer"]
 PERM_READ = 4
 _FLAG_SUSPEND = 0x2  # PullSysFlag: long-poll when nothing is new
 _FLAG_SUBSCRIPTION = 0x4  # the request carries its subscription (tags)
+READ_AHEAD_TTL_S = 1.0  # a page read ahead is taken only this soon after it was asked for
 _PULL_STATUS = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
@@ -45,13 +56,16 @@ class PullConsumer:
         group: str,
         namesrv: str | Sequence[str] | None = None,
         timeout_ms: int = 3000,
+        read_ahead: bool = True,
     ) -> None:
         self.group = validate_group(group)
         self.rpc = Rpc()
         self.namesrv = NameServerClient(parse_namesrv(namesrv), self.rpc)
         self.timeout_ms = timeout_ms
+        self.read_ahead = read_ahead
         self._routes: dict[str, TopicRouteData] = {}
         self._lock = threading.Lock()
+        self._ahead: dict[MessageQueue, _ReadAhead] = {}  # by queue, at most one
 
     def __enter__(self) -> PullConsumer:
         return self
@@ -60,6 +74,8 @@ class PullConsumer:
         self.shutdown()
 
     def shutdown(self) -> None:
+        with self._lock:
+            self._ahead.clear()
         self.rpc.close()
 
     # -- routes ------------------------------------------------------------------------
@@ -105,13 +121,18 @@ class PullConsumer:
         *,
         tags: str | None = None,
         wait_ms: int = 0,
+        read_ahead: bool | None = None,
     ) -> PullResult:
         """Messages of ``mq`` from ``offset``; ``wait_ms`` > 0 long-polls when none are new.
 
         An offset outside the queue is ``PullStatus.OFFSET_ILLEGAL`` with the
         offset to go on from in ``next_begin_offset`` (as in RocketMQ).
+        ``read_ahead`` (default: the consumer's): ask for the next page now when
+        the queue holds more (see the module's text); False when this is the last.
         """
-        res = self.pull_records(mq, offset, max_nums, tags=tags, wait_ms=wait_ms)
+        res = self.pull_records(
+            mq, offset, max_nums, tags=tags, wait_ms=wait_ms, read_ahead=read_ahead
+        )
         wanted = parse_tags(tags)
         # numba and numpy load with the first pull, not with ``import connector``
         from connector.protocol.pulled import decode_records  # noqa: PLC0415
@@ -132,13 +153,43 @@ class PullConsumer:
         *,
         tags: str | None = None,
         wait_ms: int = 0,
+        read_ahead: bool | None = None,
     ) -> PullResult:
         """As ``pull``, but the stored records stay undecoded in ``records``.
 
         The broker filters by tag hash only; records whose tag merely shares
         a hash are still there, for the caller to drop (``pull`` does).
         """
-        ext = {
+        key = (offset, max_nums, tags or "*")
+        ahead = None
+        if self._ahead:
+            with self._lock:
+                ahead = self._ahead.pop(mq, None)
+        resp = None
+        if ahead is not None and ahead.key == key and ahead.fresh():
+            resp = ahead.wait((self.timeout_ms + max(wait_ms, 0)) / 1000)
+        if resp is None:
+            resp = self._pull(mq, offset, max_nums, tags, wait_ms)
+        r = resp.ext
+        result = PullResult(
+            _PULL_STATUS[ResponseCode(resp.code)],
+            int(r["nextBeginOffset"]),
+            int(r["minOffset"]),
+            int(r["maxOffset"]),
+            records=bytes(resp.body),
+        )
+        if (
+            (self.read_ahead if read_ahead is None else read_ahead)
+            and result.status is PullStatus.FOUND
+            and offset < result.next_begin_offset < result.max_offset
+        ):
+            self._read_ahead(mq, result.next_begin_offset, max_nums, tags)
+        return result
+
+    def _pull_ext(
+        self, mq: MessageQueue, offset: int, max_nums: int, tags: str | None, wait_ms: int
+    ) -> dict[str, str]:
+        return {
             "consumerGroup": self.group,
             "topic": mq.topic,
             "queueId": str(mq.queue_id),
@@ -151,24 +202,35 @@ class PullConsumer:
             "subVersion": "0",
             "expressionType": "TAG",
         }
-        addr = self._addr(mq)
+
+    def _pull(
+        self, mq: MessageQueue, offset: int, max_nums: int, tags: str | None, wait_ms: int
+    ) -> RemotingCommand:
+        ext = self._pull_ext(mq, offset, max_nums, tags, wait_ms)
         timeout_s = (self.timeout_ms + max(wait_ms, 0)) / 1000
         try:
-            resp = self.rpc.call(
-                addr, RequestCode.PULL_MESSAGE, ext, timeout_s=timeout_s, ok=_PULL_STATUS
+            return self.rpc.call(
+                self._addr(mq), RequestCode.PULL_MESSAGE, ext, timeout_s=timeout_s, ok=_PULL_STATUS
             )
         except PyMQError as exc:
             if exc.retriable or exc.invalid_metadata:
                 self._route(mq.topic, refresh=True)
             raise
-        r = resp.ext
-        return PullResult(
-            _PULL_STATUS[ResponseCode(resp.code)],
-            int(r["nextBeginOffset"]),
-            int(r["minOffset"]),
-            int(r["maxOffset"]),
-            records=bytes(resp.body),
+
+    def _read_ahead(self, mq: MessageQueue, offset: int, max_nums: int, tags: str | None) -> None:
+        """Ask for the page at ``offset`` before the caller does (no long poll: the
+        queue holds it already). Best effort: any failure leaves the ordinary pull."""
+        ahead = _ReadAhead((offset, max_nums, tags or "*"))
+        cmd = RemotingCommand(
+            RequestCode.PULL_MESSAGE, self._pull_ext(mq, offset, max_nums, tags, 0)
         )
+        try:
+            conn = self.rpc.client.connection(self._addr(mq))
+            conn.invoke_async(cmd, ahead.answered, self.timeout_ms / 1000)
+        except PyMQError:
+            return
+        with self._lock:
+            self._ahead[mq] = ahead
 
     def _queue_call(self, mq: MessageQueue, code: int, **ext: str) -> dict[str, str]:
         fields = {"topic": mq.topic, "queueId": str(mq.queue_id), **ext}
@@ -215,3 +277,34 @@ class PullConsumer:
         except NotFoundError:
             return -1
         return int(ext["offset"])
+
+
+class _ReadAhead:
+    """A pull sent before the caller asked for it, and its answer once it came."""
+
+    __slots__ = ("_done", "key", "response", "sent")
+
+    def __init__(self, key: tuple[int, int, str]) -> None:
+        self.key = key
+        self.sent = time.monotonic()
+        self.response: RemotingCommand | None = None
+        self._done = threading.Lock()
+        self._done.acquire()
+
+    def answered(self, response: RemotingCommand | None, error: BaseException | None) -> None:
+        # only a page of messages is worth keeping; anything else is asked for again
+        if error is None and response is not None and response.code == ResponseCode.SUCCESS:
+            self.response = response
+        self._done.release()
+
+    def fresh(self) -> bool:
+        """Whether it is recent enough to stand for a pull made now (a page read ahead
+        long ago might predate the queue's deletion and re-creation)."""
+        return time.monotonic() - self.sent < READ_AHEAD_TTL_S
+
+    def wait(self, timeout_s: float) -> RemotingCommand | None:
+        """The answer if it is a page of messages, else None (failed, not FOUND, or
+        not in within ``timeout_s``: the caller pulls the ordinary way)."""
+        if not self._done.acquire(timeout=max(timeout_s, 0.0)):
+            return None
+        return self.response
