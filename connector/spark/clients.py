@@ -12,11 +12,21 @@ task opens a new one), so a broken client is never handed out twice.
 
 ``PullConsumer`` and ``Producer`` are thread-safe; several tasks of one
 process (rare: a Python worker runs one task at a time) may share a client.
+
+``freeze_long_lived`` is the other part of a worker's state that outlives a
+task: Spark's Python daemon runs a full ``gc.collect()`` after every task of a
+reused worker, and once the read path's compiled kernels are loaded (numba
+and its types, llvmlite) a worker holds ~140,000 objects the collector
+visits each time: ~65 ms of CPU per task on a quiet machine (twice that on a
+busy one), about half the Python CPU of a task reading 125,000 messages.
+Frozen (``gc.freeze``), those long-lived objects are left out of every later
+collection; only what a task leaves behind is looked at.
 """
 
 from __future__ import annotations
 
 import atexit
+import gc
 import logging
 import os
 import threading
@@ -34,6 +44,7 @@ __all__ = [
     "DEFAULT_IDLE_MS",
     "CacheStats",
     "ClientCache",
+    "freeze_long_lived",
     "producer",
     "pull_consumer",
     "shared_cache",
@@ -198,6 +209,26 @@ atexit.register(_shared.close_all)
 def shared_cache() -> ClientCache:
     """This process's cache (one per executor Python worker)."""
     return _shared
+
+
+_frozen = False
+
+
+def freeze_long_lived() -> bool:
+    """Once per process: collect, then freeze every object left (``gc.freeze``).
+
+    Call it when the process holds what it will keep (modules imported, kernels
+    loaded, clients cached). Frozen objects are still freed when their reference
+    count drops; a reference cycle among them is never collected, which the
+    modules, types and cached clients of a worker do not make. True the first time.
+    """
+    global _frozen  # noqa: PLW0603 - one flag per process (a forked child inherits both)
+    if _frozen:
+        return False
+    _frozen = True
+    gc.collect()
+    gc.freeze()
+    return True
 
 
 @contextmanager

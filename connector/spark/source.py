@@ -151,7 +151,7 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
     from connector.protocol.hashing import parse_tags  # noqa: PLC0415
     from connector.protocol.message import MessageQueue  # noqa: PLC0415
     from connector.protocol.status import PullStatus  # noqa: PLC0415
-    from connector.spark.clients import pull_consumer  # noqa: PLC0415
+    from connector.spark.clients import freeze_long_lived, pull_consumer  # noqa: PLC0415
     from connector.spark.columnar import records_to_batch  # noqa: PLC0415
 
     mq = MessageQueue(part.topic, part.broker_name, part.queue_id)
@@ -194,6 +194,9 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
                     end=part.end,
                     tags=wanted,
                 )
+                # the kernels are loaded and the consumer cached: out of the collection
+                # Spark runs after every task (see clients.py)
+                freeze_long_lived()
                 if batch.num_rows:
                     yield batch
             offset = res.next_begin_offset

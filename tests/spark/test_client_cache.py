@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -183,3 +185,31 @@ def test_producers_and_consumers_from_the_shared_cache(cluster: LocalCluster) ->
     assert (after.created - before.created, after.leases - before.leases) == (3, 5)
     shared_cache().close_all()
     assert shared_cache().stats().open == 0
+
+
+def test_long_lived_objects_frozen_once_per_process() -> None:
+    # in a process of its own: freezing is for good (Spark's workers; not this test run)
+    code = """
+import gc, weakref
+from connector.spark.clients import freeze_long_lived
+
+class Node:
+    pass
+
+kept = [Node() for _ in range(1000)]
+loop = Node()
+loop.me = loop  # cyclic garbage at the time of freezing: collected, not frozen
+gone = weakref.ref(loop)
+del loop
+assert freeze_long_lived()
+assert gone() is None
+frozen = gc.get_freeze_count()
+assert frozen >= 1000, frozen
+assert not freeze_long_lived()  # once per process
+assert gc.get_freeze_count() == frozen
+print("ok")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
