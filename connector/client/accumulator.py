@@ -143,7 +143,10 @@ class ProduceAccumulator:
         self.max_delay_s = max_delay_ms / 1000
         self.max_bytes = max_bytes
         self.total_max_bytes = total_max_bytes
-        self._lock = threading.Condition(threading.Lock())
+        # held with `with self._lock` (a C call; a Condition's __enter__ is Python), waited
+        # on and notified through self._changed
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._open: dict[BatchKey, Gathered] = {}
         self._in_flight: dict[BatchKey, int] = {}
         self._held = 0  # request bytes gathered or on the wire
@@ -174,7 +177,7 @@ class ProduceAccumulator:
             if batch is None:
                 batch = self._open[key] = Gathered(time.monotonic() + self.max_delay_s)
                 if self._in_flight.get(key, 0) >= IN_FLIGHT_PER_KEY:
-                    self._lock.notify()  # a new deadline for the timer
+                    self._changed.notify()  # a new deadline for the timer
             batch.msgs.append(msg)
             batch.waiters.append(waiter)
             batch.encoded.append(encoded)
@@ -220,13 +223,13 @@ class ProduceAccumulator:
                 return
             self._closed = True
             ready = [(key, self._take(key, batch)) for key, batch in list(self._open.items())]
-            self._lock.notify_all()
+            self._changed.notify_all()
         for key, batch in ready:
             self._start(key, batch)
         deadline = time.monotonic() + timeout_s
         with self._lock:
             while self._unsettled and (left := deadline - time.monotonic()) > 0:
-                self._lock.wait(left)
+                self._changed.wait(left)
         self._timer.join(5)
 
     # -- under the lock ----------------------------------------------------------------
@@ -284,7 +287,7 @@ class ProduceAccumulator:
         with self._lock:
             self._unsettled -= 1
             if not self._unsettled:
-                self._lock.notify_all()  # close() may be waiting
+                self._changed.notify_all()  # close() may be waiting
         if following is not None:
             self._start(key, following)
 
@@ -303,7 +306,7 @@ class ProduceAccumulator:
                     elif next_due is None or batch.deadline < next_due:
                         next_due = batch.deadline
                 if not ready:
-                    self._lock.wait(None if next_due is None else next_due - now)
+                    self._changed.wait(None if next_due is None else next_due - now)
             for key, batch in ready:
                 self._start(key, batch)
 

@@ -21,19 +21,21 @@ class SendResult:
     For a batch they are the ids of all its messages joined by commas, as in
     RocketMQ, and ``msg_ids`` / ``offset_msg_ids`` hold them one by one.
 
-    Read-only. A batch's ids are worked out when first read: a caller that
-    only counts (the Spark sink) does not pay for a thousand of them a batch.
+    Read-only (properties over private slots). A batch's ids are worked out
+    when first read: a caller that only counts (the Spark sink) does not pay
+    for a thousand of them a batch. A single message's result holds its two
+    ids and nothing more: ``send_async`` makes one a message, and tuples of
+    ids would be three more allocations for the cyclic collector to count.
     """
 
-    __slots__ = ("_ids", "_joined", "_offset_ids", "_offsets", "queue", "queue_offset", "status")
+    __slots__ = ("_batch", "_msg_id", "_offset_msg_id", "_queue", "_queue_offset", "_status")
 
-    status: SendStatus
-    queue: MessageQueue
-    queue_offset: int
-    _ids: tuple[str, ...] | IdBlock  # an IdBlock until first read
-    _joined: tuple[str, str] | None  # msg_id and offset_msg_id as given, or None: derive
-    _offset_ids: tuple[str, ...]
-    _offsets: Callable[[], tuple[str, ...]] | None  # makes _offset_ids on first read
+    _status: SendStatus
+    _queue: MessageQueue
+    _queue_offset: int
+    _msg_id: str | None  # as given, or None: the batch's ids joined when first read
+    _offset_msg_id: str | None
+    _batch: _BatchIds | None  # None: a single message's (its ids are _msg_id's)
 
     def __init__(
         self,
@@ -45,14 +47,14 @@ class SendResult:
         msg_ids: tuple[str, ...] = (),
         offset_msg_ids: tuple[str, ...] = (),
     ) -> None:
-        _set = object.__setattr__
-        _set(self, "status", status)
-        _set(self, "queue", queue)
-        _set(self, "queue_offset", queue_offset)
-        _set(self, "_ids", tuple(msg_ids))
-        _set(self, "_joined", (msg_id, offset_msg_id))
-        _set(self, "_offset_ids", tuple(offset_msg_ids))
-        _set(self, "_offsets", None)
+        self._status = status
+        self._queue = queue
+        self._queue_offset = queue_offset
+        self._msg_id = msg_id
+        self._offset_msg_id = offset_msg_id
+        ids, offset_ids = tuple(msg_ids), tuple(offset_msg_ids)
+        single = ids == (msg_id,) and offset_ids == (offset_msg_id,)
+        self._batch = None if single else _BatchIds(ids, offset_ids)
 
     @classmethod
     def of_batch(
@@ -65,12 +67,14 @@ class SendResult:
     ) -> SendResult:
         """A result whose offset msgIds come from ``offsets()`` (in ``msg_ids``' order)
         when first read, and whose comma-joined ids are made when first read."""
-        res = cls(status, "", "", queue, queue_offset)
+        res = _new(cls)
+        res._status = status
+        res._queue = queue
+        res._queue_offset = queue_offset
+        res._msg_id = res._offset_msg_id = None
         # an IdBlock (immutable) becomes a tuple when first read; a list is copied now
         ids = msg_ids if isinstance(msg_ids, (tuple, IdBlock)) else tuple(msg_ids)
-        object.__setattr__(res, "_ids", ids)
-        object.__setattr__(res, "_joined", None)
-        object.__setattr__(res, "_offsets", offsets)
+        res._batch = _BatchIds(ids, offsets)
         return res
 
     @classmethod
@@ -83,40 +87,51 @@ class SendResult:
         offset_msg_id: str,
     ) -> SendResult:
         """A single message's result (as ``SendResult(...)``, for one of a batch's
-        messages: about a third of the constructor's time)."""
+        messages: a third of the constructor's time)."""
         res = _new(cls)
-        _SET_STATUS(res, status)
-        _SET_QUEUE(res, queue)
-        _SET_QUEUE_OFFSET(res, queue_offset)
-        _SET_IDS(res, (msg_id,))
-        _SET_JOINED(res, (msg_id, offset_msg_id))
-        _SET_OFFSET_IDS(res, (offset_msg_id,))
-        _SET_OFFSETS(res, None)
+        res._status = status
+        res._queue = queue
+        res._queue_offset = queue_offset
+        res._msg_id = msg_id
+        res._offset_msg_id = offset_msg_id
+        res._batch = None
         return res
 
     @property
+    def status(self) -> SendStatus:
+        return self._status
+
+    @property
+    def queue(self) -> MessageQueue:
+        return self._queue
+
+    @property
+    def queue_offset(self) -> int:
+        return self._queue_offset
+
+    @property
     def msg_ids(self) -> tuple[str, ...]:
-        if not isinstance(self._ids, tuple):
-            object.__setattr__(self, "_ids", tuple(self._ids))
-        return self._ids  # type: ignore[return-value]  # made a tuple just above
+        batch = self._batch
+        if batch is None:
+            return (self._msg_id,)  # type: ignore[return-value]  # a single's is a str
+        return batch.ids()
 
     @property
     def offset_msg_ids(self) -> tuple[str, ...]:
-        if self._offsets is not None:
-            object.__setattr__(self, "_offset_ids", self._offsets())
-            object.__setattr__(self, "_offsets", None)
-        return self._offset_ids
+        batch = self._batch
+        if batch is None:
+            return (self._offset_msg_id,)  # type: ignore[return-value]  # a single's is a str
+        return batch.offset_ids()
 
     @property
     def msg_id(self) -> str:
-        return self._joined[0] if self._joined is not None else ",".join(self.msg_ids)
+        given = self._msg_id
+        return given if given is not None else ",".join(self.msg_ids)
 
     @property
     def offset_msg_id(self) -> str:
-        return self._joined[1] if self._joined is not None else ",".join(self.offset_msg_ids)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"SendResult is read-only (tried to set {name})")
+        given = self._offset_msg_id
+        return given if given is not None else ",".join(self.offset_msg_ids)
 
     def _key(self) -> tuple[object, ...]:
         return (
@@ -141,17 +156,34 @@ class SendResult:
         )
 
 
-# SendResult's slots written directly (its __setattr__ refuses): of_one's fast path
+class _BatchIds:
+    """A batch result's ids one by one: msgIds as given (an ``IdBlock`` until first
+    read), offset msgIds as given or made by a callable when first read."""
+
+    __slots__ = ("_ids", "_offset_ids")
+
+    def __init__(
+        self,
+        ids: tuple[str, ...] | IdBlock,
+        offset_ids: tuple[str, ...] | Callable[[], tuple[str, ...]],
+    ) -> None:
+        self._ids = ids
+        self._offset_ids = offset_ids
+
+    def ids(self) -> tuple[str, ...]:
+        ids = self._ids
+        if not isinstance(ids, tuple):
+            ids = self._ids = tuple(ids)
+        return ids
+
+    def offset_ids(self) -> tuple[str, ...]:
+        offset_ids = self._offset_ids
+        if not isinstance(offset_ids, tuple):
+            offset_ids = self._offset_ids = offset_ids()
+        return offset_ids
+
+
 _new = object.__new__
-(
-    _SET_STATUS, _SET_QUEUE, _SET_QUEUE_OFFSET, _SET_IDS, _SET_JOINED, _SET_OFFSET_IDS,
-    _SET_OFFSETS,
-) = (
-    getattr(SendResult, name).__set__
-    for name in (
-        "status", "queue", "queue_offset", "_ids", "_joined", "_offset_ids", "_offsets",
-    )
-)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

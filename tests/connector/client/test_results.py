@@ -1,4 +1,4 @@
-"""SendResult: read-only, and a batch's ids made only when read."""
+"""SendResult: read-only, a single one holds two ids, a batch's ids made when read."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ def test_a_single_result_holds_what_it_was_given() -> None:
     )  # fmt: skip
     assert r.msg_ids == ("U1",) and r.offset_msg_ids == ("O1",)
     assert "msg_id='U1'" in repr(r)
-    with pytest.raises(AttributeError, match="read-only"):
+    with pytest.raises(AttributeError, match="no setter"):
         r.queue_offset = 8  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        r.extra = 1  # type: ignore[attr-defined]
 
 
 def test_a_batch_makes_its_offset_ids_once_and_only_when_read() -> None:
@@ -51,3 +53,10 @@ def test_a_batch_keeps_an_id_block_until_its_ids_are_read() -> None:
     assert block._strs is None  # no str made for a result nobody reads
     assert r.msg_ids == ("A" * 28 + "FFFF", "A" * 28 + "0000", "A" * 28 + "0001")
     assert r.msg_id == ",".join(r.msg_ids)
+
+
+def test_a_single_result_makes_its_id_tuples_only_when_read() -> None:
+    r = SendResult.of_one(SendStatus.SEND_OK, MQ, 4, "U9", "O9")
+    assert r._batch is None  # no tuple of ids held
+    assert (r.msg_ids, r.offset_msg_ids, r.msg_id, r.queue_offset) == (("U9",), ("O9",), "U9", 4)
+    assert r == SendResult(SendStatus.SEND_OK, "U9", "O9", MQ, 4, ("U9",), ("O9",))
