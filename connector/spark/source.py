@@ -163,8 +163,11 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
     ) as consumer:
         while offset < part.end:
             want = min(opts.pull_batch_size, part.end - offset)
+            # the next page is asked for ahead only if it is a whole one of this range
+            # (a shorter last page is another request: a page read ahead would be wasted)
+            ahead = part.end - offset >= 2 * want
             try:
-                res = consumer.pull_records(mq, offset, want, tags=opts.tags)
+                res = consumer.pull_records(mq, offset, want, tags=opts.tags, read_ahead=ahead)
             except RemotingError as exc:
                 if isinstance(exc, RemotingTimeoutError):
                     raise
@@ -172,7 +175,7 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
                 # the last task used it (a restart): the call fails at once, the route is
                 # refreshed, and a pull (it changes nothing) on a new connection can succeed
                 log.info("pulling %s at %d again after: %s", mq, offset, exc)
-                res = consumer.pull_records(mq, offset, want, tags=opts.tags)
+                res = consumer.pull_records(mq, offset, want, tags=opts.tags, read_ahead=ahead)
             if res.status is PullStatus.OFFSET_ILLEGAL:
                 if res.min_offset > offset:  # retention removed what this range needs
                     lost = f"offsets {offset}..{res.min_offset - 1} of {mq} were deleted"

@@ -200,7 +200,9 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             try:
                 want = min(BYTES_SAMPLE, end - offset)
-                res = consumer.pull_records(MessageQueue(*key), offset, want, tags=self.opts.tags)
+                res = consumer.pull_records(
+                    MessageQueue(*key), offset, want, tags=self.opts.tags, read_ahead=False
+                )  # one page, no more
             except PyMQError as exc:
                 log.warning("sampling message sizes of %s failed: %s", key, exc)
                 continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from connector import Admin
+from connector import Admin, Message, Producer
 from connector.server.local import LocalCluster
 
 
@@ -131,3 +132,37 @@ def test_large_bodies_are_split_under_the_request_limit(spark: Any, cluster: Loc
         (f"{i:06d}", k) for i in range(120) for k in (None, "kx")
     )
     assert {r.n for r in got} == {100_006}
+
+
+def test_a_range_reads_ahead_only_whole_pages(spark: Any, cluster: LocalCluster) -> None:
+    # 1,000 messages in one queue read in pages of 300: 300, 300, 300, 100, each asked
+    # for once (the 100 is not read ahead as a page of 300 nobody takes)
+    create_topic(cluster, "SparkPages", queues=1)
+    ns = cluster.namesrv_addr
+    with Producer(group="pages-fill", namesrv=ns) as producer:
+        first = producer.send(Message(topic="SparkPages", body=b"0"))
+        mq = first.queue
+        for k in range(1, 1000, 111):
+            batch = [
+                Message(topic="SparkPages", body=b"%d" % i) for i in range(k, min(k + 111, 1000))
+            ]
+            producer.send_batch(batch, queue=mq)
+    assign = json.dumps({"SparkPages": {mq.broker_name: [0]}})
+    broker = cluster.broker(mq.broker_name)
+
+    def pulls() -> int:  # the broker's count of pull requests, every status
+        text = httpx.get(f"http://{broker.http_addr}/metrics", timeout=10).text
+        return sum(
+            int(float(v)) for v in re.findall(r"^pymq_pull_requests_total\{.*\} (\S+)$", text, re.M)
+        )
+
+    before = pulls()
+    df = (
+        spark.read.format("pymq")
+        .option("namesrv", ns)
+        .option("assign", assign)
+        .option("pullBatchSize", "300")
+        .load()
+    )
+    assert sorted(int(bytes(r.body)) for r in df.select("body").collect()) == list(range(1000))
+    assert pulls() - before == 4
