@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from connector.client.namesrv import NameServerClient, parse_namesrv
 from connector.client.results import PullResult
-from connector.client.rpc import Rpc
+from connector.client.rpc import Rpc, error_for_response
 from connector.errors import NotFoundError, PyMQError, TopicNotExistError
 from connector.protocol.hashing import parse_tags
 from connector.protocol.message import MessageQueue
@@ -33,7 +33,7 @@ from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCo
 from connector.protocol.route import TopicRouteData
 from connector.protocol.status import PullStatus
 
-__all__ = ["PullConsumer"]
+__all__ = ["PullCallback", "PullConsumer"]
 
 PERM_READ = 4
 _FLAG_SUSPEND = 0x2  # PullSysFlag: long-poll when nothing is new
@@ -45,6 +45,36 @@ _PULL_STATUS = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
+
+# what pull_async calls once: the result, or the error
+PullCallback = Callable[[PullResult | None, BaseException | None], None]
+
+
+def _records_result(resp: RemotingCommand) -> PullResult:
+    """A pull answer (code in ``_PULL_STATUS``) as a ``PullResult`` of undecoded records."""
+    r = resp.ext
+    return PullResult(
+        _PULL_STATUS[ResponseCode(resp.code)],
+        int(r["nextBeginOffset"]),
+        int(r["minOffset"]),
+        int(r["maxOffset"]),
+        records=bytes(resp.body),
+    )
+
+
+def _decoded(res: PullResult, tags: str | None) -> PullResult:
+    """``res`` with its records decoded into messages, tag-hash collisions dropped."""
+    wanted = parse_tags(tags)
+    # numba and numpy load with the first pull, not with ``import connector``
+    from connector.protocol.pulled import decode_records  # noqa: PLC0415
+
+    messages = decode_records(res.records)
+    if wanted is not None:  # the broker filtered by tag hash; drop hash collisions
+        messages = [m for m in messages if m.tags in wanted]
+    status = res.status
+    if status is PullStatus.FOUND and not messages:
+        status = PullStatus.NO_MATCHED_MSG
+    return PullResult(status, res.next_begin_offset, res.min_offset, res.max_offset, messages)
 
 
 class PullConsumer:
@@ -133,17 +163,53 @@ class PullConsumer:
         res = self.pull_records(
             mq, offset, max_nums, tags=tags, wait_ms=wait_ms, read_ahead=read_ahead
         )
-        wanted = parse_tags(tags)
-        # numba and numpy load with the first pull, not with ``import connector``
-        from connector.protocol.pulled import decode_records  # noqa: PLC0415
+        return _decoded(res, tags)
 
-        messages = decode_records(res.records)
-        if wanted is not None:  # the broker filtered by tag hash; drop hash collisions
-            messages = [m for m in messages if m.tags in wanted]
-        status = res.status
-        if status is PullStatus.FOUND and not messages:
-            status = PullStatus.NO_MATCHED_MSG
-        return PullResult(status, res.next_begin_offset, res.min_offset, res.max_offset, messages)
+    def pull_async(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        callback: PullCallback,
+        max_nums: int = 32,
+        *,
+        tags: str | None = None,
+        wait_ms: int = 0,
+        records: bool = False,
+    ) -> None:
+        """``pull`` with a callback (RocketMQ's ``pull(..., PullCallback)``): the request
+        goes out and this returns; ``callback(result, error)`` runs once, on the
+        connection's reader thread, with the ``PullResult`` (messages decoded, or
+        undecoded in ``records`` with ``records=True``) or the error (a timeout after
+        ``timeout_ms`` + ``wait_ms``). Keep it short: other answers wait behind it.
+        It may pull again: a consumer that re-pulls from its callback keeps a long
+        poll on every queue with no thread of its own, and reads each answer on the
+        thread that received it. No read-ahead. Raises (nothing sent) when the
+        queue's broker cannot be found or reached.
+        """
+        addr = self._addr(mq)
+        cmd = RemotingCommand(
+            RequestCode.PULL_MESSAGE, self._pull_ext(mq, offset, max_nums, tags, wait_ms)
+        )
+
+        def answered(resp: RemotingCommand | None, error: BaseException | None) -> None:
+            result: PullResult | None = None
+            try:
+                if resp is not None:
+                    if resp.code not in _PULL_STATUS:
+                        error = error_for_response(addr, resp)
+                    else:
+                        result = _records_result(resp)
+                        if not records:
+                            result = _decoded(result, tags)
+            except Exception as exc:  # noqa: BLE001 - a bad answer: the caller's error
+                error, result = exc, None
+            if isinstance(error, PyMQError) and (error.retriable or error.invalid_metadata):
+                with self._lock:  # the broker may have moved: the next pull asks again
+                    self._routes.pop(mq.topic, None)
+            callback(result, error if result is None else None)
+
+        conn = self.rpc.client.connection(addr)
+        conn.invoke_async(cmd, answered, (self.timeout_ms + max(wait_ms, 0)) / 1000)
 
     def pull_records(
         self,
@@ -170,14 +236,7 @@ class PullConsumer:
             resp = ahead.wait((self.timeout_ms + max(wait_ms, 0)) / 1000)
         if resp is None:
             resp = self._pull(mq, offset, max_nums, tags, wait_ms)
-        r = resp.ext
-        result = PullResult(
-            _PULL_STATUS[ResponseCode(resp.code)],
-            int(r["nextBeginOffset"]),
-            int(r["minOffset"]),
-            int(r["maxOffset"]),
-            records=bytes(resp.body),
-        )
+        result = _records_result(resp)
         if (
             (self.read_ahead if read_ahead is None else read_ahead)
             and result.status is PullStatus.FOUND
