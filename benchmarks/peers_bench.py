@@ -70,8 +70,11 @@ Workloads, 100-byte bodies, one client process (this one):
    with 1 s, p50 was 50-1,000 ms; 2 ms was NATS's best here). Also, as a
    reference row, a JetStream push subscription (callback per message); and
    pymq again with one ``send_batch`` of the tick's 10 messages (the
-   producer the peers have: what the per-message sends add). The first
-   second is warm-up.
+   producer the peers have: what the per-message sends add), and with
+   the consumer threads replaced by a chain of ``pull_async`` long polls a
+   queue, each answer read on the connection's reader thread (RocketMQ's
+   push consumer's design: one thread hop less). The first second is
+   warm-up.
 
 6. body size: workloads 1 and 4 again with 1 KiB and 16 KiB bodies
    (100,000 x 1 KiB and 20,000 x 16 KiB by default: ~100 and ~330 MB, each
@@ -147,6 +150,7 @@ from connector import (  # noqa: E402
     MessageQueue,
     Producer,
     PullConsumer,
+    PullResult,
     PullStatus,
     SendResult,
     SendStatus,
@@ -465,14 +469,40 @@ def pymq_consume(
 
 
 def pymq_e2e(
-    producer: Producer, consumer: PullConsumer, clock: E2EClock, *, batched: bool = False
+    producer: Producer,
+    consumer: PullConsumer,
+    clock: E2EClock,
+    *,
+    batched: bool = False,
+    callbacks: bool = False,
 ) -> dict[str, float]:
     """One ``send_async`` per message (``batched``: one ``send_batch`` a tick, as the
-    peers send); a consumer thread long-polling each queue."""
+    peers send); a consumer thread long-polling each queue (``callbacks``: a chain of
+    ``pull_async`` long polls a queue, read on the connection's reader thread)."""
     queues = consumer.fetch_queues(E2E_TOPIC)
     starts = [consumer.max_offset(mq) for mq in queues]  # before the first send
     deadline = time.monotonic() + clock.ticks * E2E_TICK_MS / 1000 + 30
     errors: list[BaseException] = []
+    chains_ended = threading.Semaphore(0)
+
+    def chain(mq: MessageQueue, offset: int) -> None:
+        def answered(res: PullResult | None, error: BaseException | None) -> None:
+            try:
+                if error is not None:
+                    raise error
+                assert res is not None
+                after = offset
+                if res.status is PullStatus.FOUND:
+                    clock.arrived([m.body for m in res.messages])
+                    after = res.next_begin_offset
+                if clock.received < clock.total and time.monotonic() < deadline:
+                    chain(mq, after)
+                    return
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+                errors.append(exc)
+            chains_ended.release()
+
+        consumer.pull_async(mq, offset, answered, 1000, wait_ms=1000)
 
     def consume(mq: MessageQueue, offset: int) -> None:
         try:
@@ -488,6 +518,10 @@ def pymq_e2e(
         threading.Thread(target=consume, args=(mq, start), daemon=True)
         for mq, start in zip(queues, starts, strict=True)
     ]
+    if callbacks:
+        readers = []
+        for mq, start in zip(queues, starts, strict=True):
+            chain(mq, start)
     for t in readers:
         t.start()
     # every send's result is checked, as an application would: those answered by the
@@ -511,6 +545,9 @@ def pymq_e2e(
     clock.sent()
     for t in readers:
         t.join()
+    if callbacks:
+        for _ in queues:  # each chain ends by the deadline or a long poll later
+            chains_ended.acquire(timeout=max(deadline - time.monotonic(), 0) + 5)
     if errors:
         raise errors[0]
     failed += sum(f.result(30).status is not SendStatus.SEND_OK for f in pending)
@@ -699,6 +736,9 @@ def pymq_core(base: Path, args: argparse.Namespace) -> dict[str, Any]:
             out["e2e"] = pymq_e2e(producer, consumer, E2EClock(args.e2e_rate, args.e2e_seconds))
             out["e2e_batch"] = pymq_e2e(
                 producer, consumer, E2EClock(args.e2e_rate, args.e2e_seconds), batched=True
+            )
+            out["e2e_callback"] = pymq_e2e(
+                producer, consumer, E2EClock(args.e2e_rate, args.e2e_seconds), callbacks=True
             )
     shutil.rmtree(base / "async", ignore_errors=True)
     os.sync()  # the durable run measures its own fsyncs, not the writeback of the above
@@ -1166,6 +1206,8 @@ ROWS: list[tuple[str, str, str, str, str]] = [
     ("5 e2e: rate the producer kept up", "e2e", "sent_msgs_per_s", "msgs/s", ""),
     ("5 pymq e2e, a send_batch of 10 a tick: p50", "e2e_batch", "p50_ms", "ms", "e2e"),
     ("5 pymq e2e, a send_batch of 10 a tick: p99", "e2e_batch", "p99_ms", "ms", "e2e"),
+    ("5 pymq e2e, consumed by pull_async chains: p50", "e2e_callback", "p50_ms", "ms", "e2e"),
+    ("5 pymq e2e, consumed by pull_async chains: p99", "e2e_callback", "p99_ms", "ms", "e2e"),
     ("5 e2e, JetStream push subscription: p50", "e2e_push", "p50_ms", "ms", ""),
     ("5 e2e, JetStream push subscription: p99", "e2e_push", "p99_ms", "ms", ""),
     ("6 batched produce, 1 KiB", "batch_1KiB", "", "msgs/s", ""),

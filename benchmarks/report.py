@@ -379,6 +379,8 @@ HEADLINE: list[tuple[str, str, str, str, str, str, tuple[str, ...]]] = [
     ("end-to-end at 5,000 msgs/s, p50 ms", "e2e", "p50_ms", "ms", "best", "", ()),
     ("end-to-end p99 ms, pymq sending a `send_batch` of 10 a tick", "e2e_batch", "p99_ms", "ms",
      "best", "", ()),
+    ("end-to-end p99 ms, pymq consuming with `pull_async` chains", "e2e_callback", "p99_ms", "ms",
+     "best", "", ()),
     ("durable produce, 64 producer threads, msgs/s (ratio: vs Redis, the peer that fsyncs)",
      "durable", "", "msgs/s", "redis", ">= 2x Redis", ("durable",)),
     ("batched produce, 16 KiB, msgs/s", "batch_16KiB", "", "msgs/s", "best", "", ()),
@@ -410,7 +412,7 @@ def headline(data: dict[str, Any], *, markdown: bool = True) -> tuple[list[str],
         if all(c is None for c in cells):
             continue
         peer = peer_of(data, key, field, against)
-        if key in ("consume_records", "e2e_batch"):  # pymq only: next to the peers' row
+        if key in ("consume_records", "e2e_batch", "e2e_callback"):  # pymq only: by the peers'
             versus = "consume" if key == "consume_records" else "e2e"
             peer = peer_of(data, versus, field, against)
             cells[1:] = [peer_fig(data, versus, field, s) for s in SYSTEMS[1:]]
