@@ -42,13 +42,7 @@ _ENDED = (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)
 def one_of_batch(result: SendResult, index: int) -> SendResult:
     """The ``SendResult`` of the ``index``-th message of a batch stored in one queue
     (consecutive queue offsets)."""
-    return SendResult.of_one(
-        result.status,
-        result.queue,
-        result.queue_offset + index,
-        result.msg_ids[index],
-        result.offset_msg_ids[index],
-    )
+    return result.one(index)
 
 
 class SendFuture(Future):  # type: ignore[type-arg]  # Future[SendResult], not generic at runtime

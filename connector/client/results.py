@@ -97,6 +97,23 @@ class SendResult:
         res._batch = None
         return res
 
+    def one(self, index: int) -> SendResult:
+        """The result of this batch's ``index``-th message (a batch is stored in one
+        queue: consecutive queue offsets); a single message's result is itself."""
+        batch = self._batch
+        if batch is None:
+            if index:
+                raise IndexError(f"message {index} of a single message's result")
+            return self
+        res = _new(SendResult)
+        res._status = self._status
+        res._queue = self._queue
+        res._queue_offset = self._queue_offset + index
+        res._msg_id = batch.ids()[index]
+        res._offset_msg_id = batch.offset_ids()[index]
+        res._batch = None
+        return res
+
     @property
     def status(self) -> SendStatus:
         return self._status

@@ -60,3 +60,19 @@ def test_a_single_result_makes_its_id_tuples_only_when_read() -> None:
     assert r._batch is None  # no tuple of ids held
     assert (r.msg_ids, r.offset_msg_ids, r.msg_id, r.queue_offset) == (("U9",), ("O9",), "U9", 4)
     assert r == SendResult(SendStatus.SEND_OK, "U9", "O9", MQ, 4, ("U9",), ("O9",))
+
+
+def test_one_message_of_a_batch_result() -> None:
+    r = SendResult.of_batch(
+        SendStatus.SEND_OK, MQ, 10, ["U1", "U2", "U3"], lambda: ("O1", "O2", "O3")
+    )
+    second = r.one(1)
+    assert second == SendResult(SendStatus.SEND_OK, "U2", "O2", MQ, 11, ("U2",), ("O2",))
+    assert second._batch is None  # a single message's result
+    assert r.one(2).queue_offset == 12
+    with pytest.raises(IndexError):
+        r.one(3)
+    single = SendResult.of_one(SendStatus.SEND_OK, MQ, 4, "U9", "O9")
+    assert single.one(0) is single
+    with pytest.raises(IndexError):
+        single.one(1)
