@@ -208,15 +208,23 @@ def _decode_json_header(raw: memoryview) -> RemotingCommand:
         version = header.get("version", 0)
     except KeyError:
         raise FrameError("header has no code") from None
-    for name, value in (("code", code), ("opaque", opaque), ("flag", flag), ("version", version)):
-        if type(value) is not int:
-            raise FrameError(f"header field {name} is not an integer: {value!r}")
+    if not (type(code) is type(opaque) is type(flag) is type(version) is int):
+        for name, value in (("code", code), ("opaque", opaque), ("flag", flag), ("version", version)):
+            if type(value) is not int:
+                raise FrameError(f"header field {name} is not an integer: {value!r}")
     if not -(1 << 31) <= opaque < (1 << 31):
         raise FrameError(f"header field opaque is out of range: {opaque}")
     raw_ext = header.get("extFields") or {}
-    if not isinstance(raw_ext, dict):
+    if type(raw_ext) is not dict:
         raise FrameError("extFields is not a JSON object")
-    ext = {str(k): _as_str(v) for k, v in raw_ext.items()}
+    # JSON keys are strings; values usually are too (every client sends them so), and then
+    # the parsed object is the ext as it is
+    for value in raw_ext.values():
+        if type(value) is not str:
+            ext = {k: _as_str(v) for k, v in raw_ext.items()}
+            break
+    else:
+        ext = raw_ext
     remark = header.get("remark")
     language = header.get("language", "")
     return RemotingCommand(
