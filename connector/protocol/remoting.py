@@ -209,7 +209,8 @@ def _decode_json_header(raw: memoryview) -> RemotingCommand:
     except KeyError:
         raise FrameError("header has no code") from None
     if not (type(code) is type(opaque) is type(flag) is type(version) is int):
-        for name, value in (("code", code), ("opaque", opaque), ("flag", flag), ("version", version)):
+        fields = (("code", code), ("opaque", opaque), ("flag", flag), ("version", version))
+        for name, value in fields:
             if type(value) is not int:
                 raise FrameError(f"header field {name} is not an integer: {value!r}")
     if not -(1 << 31) <= opaque < (1 << 31):
