@@ -12,7 +12,14 @@ reader thread of the connection reads for good.
 
 ``RemotingClient`` keeps one connection per address, shared by every thread
 of a client (RocketMQ's NettyRemotingClient channel table), and replaces a
-connection that broke.
+connection that broke. A connection nobody has read for a while (no reader
+thread, nothing in flight) may have been closed by its server meanwhile (a
+broker restarted on the same port, or one that dropped a silent client):
+before such a connection is handed out again, a non-blocking peek at its
+socket tells whether the server's FIN or RST is waiting, and a closed one is
+replaced by a new connection before the request is written, instead of the
+request failing (Netty learns it from the channel's close event; here nobody
+reads an idle socket).
 
 Errors: ``ConnectError`` when no connection can be made (safe to retry
 anywhere), ``RemotingTimeoutError`` when the answer does not come in time,
@@ -50,6 +57,8 @@ _RECV = 256 * 1024
 _RECV_LARGE = 4 * 1024 * 1024
 _READ_SLICE_S = 0.05  # a reader checks its deadline (and whether to hand over) this often
 _SMALL_BODY = 16 * 1024  # below this a frame is joined into one bytes before sending
+# a connection unused this long is checked (a peek, one syscall) before it is used again
+STALE_CHECK_IDLE_S = 1.0
 
 RequestHandler = Callable[["RemotingConnection", RemotingCommand], None]
 Callback = Callable[[RemotingCommand | None, BaseException | None], None]
@@ -172,6 +181,7 @@ class RemotingConnection:
         self._on_request = on_request
         self._on_close = on_close
         self.closed = False
+        self.last_sent = time.monotonic()  # when a request last went out
         self._decoder = FrameDecoder()
         self._read_lock = threading.Lock()  # held by whoever reads the socket now
         self._reader: threading.Thread | None = None
@@ -202,6 +212,7 @@ class RemotingConnection:
         header = encode_header(cmd)
         body = cmd.body
         prefix = frame_prefix(len(header), len(body))
+        self.last_sent = time.monotonic()
         try:
             with self._send_lock:
                 if len(body) < _SMALL_BODY:
@@ -212,6 +223,29 @@ class RemotingConnection:
         except OSError as exc:
             self.close(RemotingError(f"sending to {self.addr} failed: {exc.strerror or exc}"))
             raise RemotingError(f"sending to {self.addr} failed: {exc.strerror or exc}") from None
+
+    def dropped_by_server(self) -> bool:
+        """Whether the server closed this connection while nobody was reading it (then it
+        is closed here too). Only an idle connection is looked at: with a reader thread
+        or a caller reading, they learn it themselves; bytes waiting mean it is alive."""
+        if self.closed:
+            return True
+        if self._reader is not None or self._calls or not self._read_lock.acquire(blocking=False):
+            return False
+        try:
+            try:
+                waiting = self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return False  # nothing to read: still open
+            except OSError as exc:
+                self.close(RemotingError(f"connection to {self.addr} broke: {exc.strerror or exc}"))
+                return True
+            if not waiting:
+                self.close(RemotingError(f"{self.addr} closed the connection"))
+                return True
+            return False
+        finally:
+            self._read_lock.release()
 
     def _register(self, cmd: RemotingCommand, call: _Call) -> None:
         if self.closed:
@@ -405,7 +439,11 @@ class RemotingClient:
     def connection(self, addr: str) -> RemotingConnection:
         conn = self._conns.get(addr)
         if conn is not None and not conn.closed:
-            return conn
+            if time.monotonic() - conn.last_sent < STALE_CHECK_IDLE_S:
+                return conn
+            if not conn.dropped_by_server():
+                return conn
+            log.info("%s had closed the idle connection: connecting again", addr)
         if self._closed:
             raise RemotingError("this client was shut down")
         # connect outside the lock: a server that does not answer must not hold up

@@ -171,9 +171,11 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
             except RemotingError as exc:
                 if isinstance(exc, RemotingTimeoutError):
                     raise
-                # a cached consumer's connection may have been closed by its broker since
-                # the last task used it (a restart): the call fails at once, the route is
-                # refreshed, and a pull (it changes nothing) on a new connection can succeed
+                # a cached consumer's connection may have been closed by its broker just
+                # after the last task used it (a restart; one idle for a second or more is
+                # checked before use, see connector/remoting/client.py): the call fails at
+                # once, the route is refreshed, and a pull (it changes nothing) on a new
+                # connection can succeed
                 log.info("pulling %s at %d again after: %s", mq, offset, exc)
                 res = consumer.pull_records(mq, offset, want, tags=opts.tags, read_ahead=ahead)
             if res.status is PullStatus.OFFSET_ILLEGAL:
