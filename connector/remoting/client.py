@@ -233,17 +233,8 @@ class RemotingConnection:
         if self._reader is not None or self._calls or not self._read_lock.acquire(blocking=False):
             return False
         try:
-            try:
-                waiting = self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-            except (BlockingIOError, InterruptedError):
-                return False  # nothing to read: still open
-            except OSError as exc:
-                self.close(RemotingError(f"connection to {self.addr} broke: {exc.strerror or exc}"))
-                return True
-            if not waiting:
-                self.close(RemotingError(f"{self.addr} closed the connection"))
-                return True
-            return False
+            # None: nothing to read, still open; b"": closed now
+            return self._recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
         finally:
             self._read_lock.release()
 
@@ -356,19 +347,26 @@ class RemotingConnection:
 
     # -- reading -----------------------------------------------------------------------
 
+    def _recv(self, size: int, flags: int = 0) -> bytes | None:
+        """One recv: the bytes, None if nothing came (the read slice of SO_RCVTIMEO ended,
+        or nothing waits), b"" if the connection is closed now (by the server, or broken)."""
+        try:
+            data = self._sock.recv(size, flags)
+        except (BlockingIOError, InterruptedError, TimeoutError):
+            return None
+        except OSError as exc:
+            self.close(RemotingError(f"connection to {self.addr} broke: {exc.strerror or exc}"))
+            return b""
+        if not data:
+            self.close(RemotingError(f"{self.addr} closed the connection"))
+        return data
+
     def _read_some(self) -> bool:
         """One recv (at most a read slice long) and the frames it completes, each
         answer handed to its caller; False if nothing came. Read lock held."""
-        try:
-            # the rest of a large frame (a big pull answer) in as few pieces as it comes
-            data = self._sock.recv(min(max(_RECV, self._decoder.missing), _RECV_LARGE))
-        except (BlockingIOError, TimeoutError):  # the slice ended (SO_RCVTIMEO)
-            return False
-        except OSError as exc:
-            self.close(RemotingError(f"connection to {self.addr} broke: {exc.strerror or exc}"))
-            return False
+        # the rest of a large frame (a big pull answer) in as few pieces as it comes
+        data = self._recv(min(max(_RECV, self._decoder.missing), _RECV_LARGE))
         if not data:
-            self.close(RemotingError(f"{self.addr} closed the connection"))
             return False
         try:
             commands = self._decoder.feed(data)
