@@ -59,6 +59,8 @@ _READ_SLICE_S = 0.05  # a reader checks its deadline (and whether to hand over) 
 _SMALL_BODY = 16 * 1024  # below this a frame is joined into one bytes before sending
 # a connection unused this long is checked (a peek, one syscall) before it is used again
 STALE_CHECK_IDLE_S = 1.0
+# where a platform has no MSG_DONTWAIT (Windows), the peek waits at most a read slice
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 
 RequestHandler = Callable[["RemotingConnection", RemotingCommand], None]
 Callback = Callable[[RemotingCommand | None, BaseException | None], None]
@@ -234,7 +236,7 @@ class RemotingConnection:
             return False
         try:
             # None: nothing to read, still open; b"": closed now
-            return self._recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+            return self._recv(1, socket.MSG_PEEK | _DONTWAIT) == b""
         finally:
             self._read_lock.release()
 
