@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import clean_env
+from conftest import clean_env, wait_route
 
 import connector.remoting.client as remoting_client
 from connector.client.admin import Admin
@@ -60,10 +60,15 @@ def test_calls_after_a_restart_on_the_same_port_go_to_the_new_process(
     try:
         with (
             Admin(namesrv=namesrv.addr) as admin,
-            Producer(group="idle-conn", namesrv=namesrv.addr) as producer,
+            # no retries: the send after the restart must succeed on its first attempt
+            Producer(
+                group="idle-conn", namesrv=namesrv.addr, retry_times_when_send_failed=0
+            ) as producer,
             PullConsumer(group="idle-conn", namesrv=namesrv.addr) as consumer,
         ):
             admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
+            # the topic's own route, not TBW102's, before the first send
+            wait_route(producer, TOPIC, 1)
             sent = producer.send(Message(topic=TOPIC, body=b"before"))
             mq = sent.queue
             assert consumer.pull(mq, 0, 32).status is PullStatus.FOUND
@@ -72,15 +77,14 @@ def test_calls_after_a_restart_on_the_same_port_go_to_the_new_process(
             second = broker(tmp_path, namesrv.addr, port, 2).start()
             assert second.addr == first.addr
 
-            # the consumer's connection to the old process is closed at the other end:
-            # its first pull goes out on a new one (no retry in the consumer)
-            res = consumer.pull(mq, 0, 32)
-            assert res.status is PullStatus.FOUND
-            assert [m.body for m in res.messages] == [b"before"]
-            assert consumer.max_offset(mq) == 1
-            # a sync send: answered by the new process on the first attempt
+            # both clients' connections to the old process are closed at the other end:
+            # their first requests go out on new ones (no retry in either)
             again = producer.send(Message(topic=TOPIC, body=b"after"))
             assert (again.queue, again.queue_offset) == (mq, 1)
+            res = consumer.pull(mq, 0, 32)
+            assert res.status is PullStatus.FOUND
+            assert [m.body for m in res.messages] == [b"before", b"after"]
+            assert consumer.max_offset(mq) == 2
     finally:
         if second is not None:
             second.terminate()
