@@ -146,9 +146,12 @@ def create_app(controller: BrokerController) -> FastAPI:
     async def list_topics() -> dict[str, list[TopicStatus]]:
         return {"topics": ctrl.admin.topic_list()}
 
+    # a topic's creation and deletion answer once the NameServers know it
     @app.put("/topics/{topic}", tags=["topics"], dependencies=[JsonBody])
     def put_topic(topic: str, body: TopicConfigBody) -> TopicStatus:
-        return ctrl.admin.put_topic(topic, body)
+        status = ctrl.admin.put_topic(topic, body)
+        ctrl.registrar.register_from_thread()
+        return status
 
     @app.get("/topics/{topic}", tags=["topics"])
     async def get_topic(topic: str) -> TopicStatus:
@@ -157,6 +160,7 @@ def create_app(controller: BrokerController) -> FastAPI:
     @app.delete("/topics/{topic}", tags=["topics"])
     def delete_topic(topic: str) -> dict[str, Any]:
         ctrl.admin.delete_topic(topic)
+        ctrl.registrar.register_from_thread()
         return {"ok": True, "topic": topic}
 
     # -- send ---------------------------------------------------------------------------

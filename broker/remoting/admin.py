@@ -116,7 +116,9 @@ class AdminHandlers:
 
     # -- topics ------------------------------------------------------------------------
 
-    def create_topic(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+    # a topic's creation and deletion answer once the NameServers know it (as RocketMQ's
+    # updateAndCreateTopic registers before it answers)
+    async def create_topic(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
         ext = Ext(request.ext)
         body = TopicConfigBody(
             read_queue_nums=ext.number("readQueueNums", 8),
@@ -125,10 +127,12 @@ class AdminHandlers:
             order=ext.flag("order"),
         )
         self.ctrl.admin.put_topic(ext.text("topic"), body)
+        await self.ctrl.registrar.register_all()
         return request.response()
 
-    def delete_topic(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+    async def delete_topic(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
         self.ctrl.admin.delete_topic(Ext(request.ext).text("topic"))
+        await self.ctrl.registrar.register_all()
         return request.response()
 
     def all_topic_config(self, _: Channel, request: RemotingCommand) -> RemotingCommand:

@@ -8,7 +8,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from connector import Admin, Message, Producer, PullConsumer
+from connector.errors import TopicNotExistError
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+from connector.remoting.client import RemotingClient
 from connector.server.local import LocalCluster
 
 
@@ -98,3 +103,41 @@ def test_admin_without_namesrv_is_a_one_line_error() -> None:
     )
     assert out.returncode == 1
     assert out.stderr.strip().startswith("pymq admin:") and "\n" not in out.stderr.strip()
+
+
+def test_a_created_topic_is_routed_when_the_creation_answers(cluster: LocalCluster) -> None:
+    """Creating (or deleting) a topic answers once every NameServer knows it, through
+    REST (``Admin.create_topic``) and remoting (UPDATE_AND_CREATE_TOPIC, 17), as
+    RocketMQ's broker registers before it answers: a producer started right after
+    gets the topic's own route, not TBW102's. No waiting in this test."""
+    namesrvs = [Admin(namesrv=p.addr) for p in cluster.namesrvs]
+    try:
+        with Admin(namesrv=cluster.namesrv_addr) as admin:
+            admin.create_topic("RoutedAtOnce", read_queue_nums=3, write_queue_nums=3)
+            for ns in namesrvs:
+                route = ns.topic_route("RoutedAtOnce")
+                assert {(q.broker_name, q.write_queue_nums) for q in route.queues} == {
+                    ("broker-a", 3),
+                    ("broker-b", 3),
+                }
+        broker = cluster.brokers[0]
+        client = RemotingClient()
+        try:
+            ext = {"topic": "RoutedAtOnceToo", "readQueueNums": "2", "writeQueueNums": "2"}
+            cmd = RemotingCommand(RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+            assert client.invoke(broker.addr, cmd, 10).code == ResponseCode.SUCCESS
+            for ns in namesrvs:
+                route = ns.topic_route("RoutedAtOnceToo")
+                assert [(q.broker_name, q.write_queue_nums) for q in route.queues] == [
+                    (broker.name, 2)
+                ]
+            cmd = RemotingCommand(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "RoutedAtOnceToo"})
+            assert client.invoke(broker.addr, cmd, 10).code == ResponseCode.SUCCESS
+            for ns in namesrvs:
+                with pytest.raises(TopicNotExistError):
+                    ns.topic_route("RoutedAtOnceToo")
+        finally:
+            client.close()
+    finally:
+        for ns in namesrvs:
+            ns.close()
