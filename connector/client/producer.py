@@ -278,11 +278,7 @@ class Producer:
             self._probe_isolated_brokers()
             if time.monotonic() >= next_refresh:
                 next_refresh = time.monotonic() + interval_s
-                for topic in list(self._routes):
-                    try:
-                        self._refresh_route(topic)
-                    except PyMQError as exc:
-                        log.warning("refreshing the route of %s failed: %s", topic, exc)
+                self.refresh_routes()
 
     def _probe_isolated_brokers(self) -> None:
         """Ask isolated brokers whether they are back (RocketMQ 5's reachability check)."""
@@ -317,16 +313,30 @@ class Producer:
                 return addr
         return None
 
-    def _refresh_route(self, topic: str) -> TopicPublishInfo | None:
-        route = self.namesrv.topic_route(topic)
+    def refresh_routes(self) -> None:
+        """Ask the NameServer for the route of every topic sent to, now (the background
+        thread does every ``poll_name_server_interval_ms``). A topic the NameServer has
+        no route for keeps the route it had."""
+        for topic in list(self._routes):
+            try:
+                self._refresh_route(topic)
+            except PyMQError as exc:
+                log.warning("refreshing the route of %s failed: %s", topic, exc)
+
+    def _refresh_route(self, topic: str, *, default: bool = False) -> TopicPublishInfo | None:
+        """The seeds' updateTopicRouteInfoFromNameServer: the topic's own route, or with
+        ``default`` TBW102's with ``default_topic_queue_nums`` queues a broker; cached when
+        usable. None (and the cache as it was) when the NameServer has none."""
         info: TopicPublishInfo | None = None
-        if route is not None:
-            info = TopicPublishInfo.from_route(route)
+        if not default:
+            route = self.namesrv.topic_route(topic)
+            if route is not None:
+                info = TopicPublishInfo.from_route(route)
         else:
-            default = self.namesrv.topic_route(DEFAULT_TOPIC)
-            if default is not None:
+            route = self.namesrv.topic_route(DEFAULT_TOPIC)
+            if route is not None:
                 info = TopicPublishInfo.from_route_for_default_topic(
-                    default, topic, self.default_topic_queue_nums
+                    route, topic, self.default_topic_queue_nums
                 )
         if info is not None and info.ok():
             with self._routes_lock:
@@ -335,11 +345,13 @@ class Producer:
         return None
 
     def publish_info(self, topic: str) -> TopicPublishInfo:
-        """The topic's writable queues (cached; refreshed in the background)."""
+        """The topic's writable queues (cached; refreshed in the background). Without a
+        usable cached route: the topic's own, else TBW102's for auto-creation (the seeds'
+        tryToFindTopicPublishInfo)."""
         info = self._routes.get(topic)
         if info is not None and info.ok():
             return info
-        info = self._refresh_route(topic)
+        info = self._refresh_route(topic) or self._refresh_route(topic, default=True)
         if info is None:
             raise TopicNotExistError(f"No route info of this topic: {topic}")
         return info
