@@ -70,11 +70,21 @@ class BrokerRegistrar:
         RocketMQ's updateAndCreateTopic registers before it answers). How many accepted."""
         if not self._started or self._loop is None:
             return 0
-        fut = asyncio.run_coroutine_threadsafe(self.register_all(), self._loop)
+        fut = asyncio.run_coroutine_threadsafe(self.register_now(), self._loop)
         try:
             return fut.result(self.timeout_s + 1.0)
         except (TimeoutError, asyncio.TimeoutError):
             fut.cancel()
+            return 0
+
+    async def register_now(self) -> int:
+        """``register_all`` for a request that changed a topic: the change is made
+        already, so a defect here is logged (the periodic registration goes on), not
+        turned into the request's error."""
+        try:
+            return await self.register_all()
+        except Exception:
+            log.exception("registering with the NameServers after a topic change failed")
             return 0
 
     async def _run(self) -> None:

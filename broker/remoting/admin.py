@@ -127,12 +127,12 @@ class AdminHandlers:
             order=ext.flag("order"),
         )
         self.ctrl.admin.put_topic(ext.text("topic"), body)
-        await self.ctrl.registrar.register_all()
+        await self.ctrl.registrar.register_now()
         return request.response()
 
     async def delete_topic(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
         self.ctrl.admin.delete_topic(Ext(request.ext).text("topic"))
-        await self.ctrl.registrar.register_all()
+        await self.ctrl.registrar.register_now()
         return request.response()
 
     def all_topic_config(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
