@@ -146,21 +146,17 @@ def create_app(controller: BrokerController) -> FastAPI:
     async def list_topics() -> dict[str, list[TopicStatus]]:
         return {"topics": ctrl.admin.topic_list()}
 
-    # a topic's creation and deletion answer once the NameServers know it
     @app.put("/topics/{topic}", tags=["topics"], dependencies=[JsonBody])
-    def put_topic(topic: str, body: TopicConfigBody) -> TopicStatus:
-        status = ctrl.admin.put_topic(topic, body)
-        ctrl.registrar.register_from_thread()
-        return status
+    async def put_topic(topic: str, body: TopicConfigBody) -> TopicStatus:
+        return await ctrl.put_topic(topic, body)
 
     @app.get("/topics/{topic}", tags=["topics"])
     async def get_topic(topic: str) -> TopicStatus:
         return ctrl.admin.topic_status(topic)
 
     @app.delete("/topics/{topic}", tags=["topics"])
-    def delete_topic(topic: str) -> dict[str, Any]:
-        ctrl.admin.delete_topic(topic)
-        ctrl.registrar.register_from_thread()
+    async def delete_topic(topic: str) -> dict[str, Any]:
+        await ctrl.delete_topic(topic)
         return {"ok": True, "topic": topic}
 
     # -- send ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from broker.store.store import MessageStore
 from broker.store.topics import TopicConfigTable
 from broker.store.warmup import warm_up_kernels
 from broker.topic_manager import TopicManager
+from connector.protocol.rest import TopicConfigBody, TopicStatus
 from connector.protocol.route import RegisterBrokerRequest, UnregisterBrokerRequest
 
 __all__ = ["BrokerController"]
@@ -139,6 +140,21 @@ class BrokerController:
 
     def _topics_changed(self) -> None:
         self.registrar.register_soon()
+
+    # -- topics (both edges) -----------------------------------------------------------
+
+    async def put_topic(self, topic: str, body: TopicConfigBody) -> TopicStatus:
+        """Create or update a topic; answered once every NameServer has the broker's
+        new registration (or its timeout passed), as RocketMQ's createTopic does, so a
+        client started right after finds the topic's own route, not TBW102's."""
+        status = self.admin.put_topic(topic, body)
+        await self.registrar.register_now()
+        return status
+
+    async def delete_topic(self, topic: str) -> None:
+        """Delete a topic; answered once the NameServers have the registration without it."""
+        self.admin.delete_topic(topic)
+        await self.registrar.register_now()
 
     def registration_request(self) -> RegisterBrokerRequest:
         c = self.config

@@ -63,20 +63,6 @@ class BrokerRegistrar:
             return
         self._loop.call_soon_threadsafe(self._kick.set)
 
-    def register_from_thread(self) -> int:
-        """Register with every NameServer now and wait for their answers (bounded by the
-        registration timeout), from a thread other than the event loop's: a topic was
-        created or deleted, and its caller is told once the NameServers know it (as
-        RocketMQ's updateAndCreateTopic registers before it answers). How many accepted."""
-        if not self._started or self._loop is None:
-            return 0
-        fut = asyncio.run_coroutine_threadsafe(self.register_now(), self._loop)
-        try:
-            return fut.result(self.timeout_s + 1.0)
-        except (TimeoutError, asyncio.TimeoutError):
-            fut.cancel()
-            return 0
-
     async def register_now(self) -> int:
         """``register_all`` for a request that changed a topic: the change is made
         already, so a defect here is logged (the periodic registration goes on), not

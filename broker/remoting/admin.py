@@ -116,8 +116,6 @@ class AdminHandlers:
 
     # -- topics ------------------------------------------------------------------------
 
-    # a topic's creation and deletion answer once the NameServers know it (as RocketMQ's
-    # updateAndCreateTopic registers before it answers)
     async def create_topic(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
         ext = Ext(request.ext)
         body = TopicConfigBody(
@@ -126,13 +124,11 @@ class AdminHandlers:
             perm=ext.number("perm", 6),
             order=ext.flag("order"),
         )
-        self.ctrl.admin.put_topic(ext.text("topic"), body)
-        await self.ctrl.registrar.register_now()
+        await self.ctrl.put_topic(ext.text("topic"), body)
         return request.response()
 
     async def delete_topic(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
-        self.ctrl.admin.delete_topic(Ext(request.ext).text("topic"))
-        await self.ctrl.registrar.register_now()
+        await self.ctrl.delete_topic(Ext(request.ext).text("topic"))
         return request.response()
 
     def all_topic_config(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
