@@ -42,7 +42,7 @@ from collections.abc import Callable
 from concurrent.futures import InvalidStateError
 from typing import Protocol
 
-from connector.client.futures import one_of_batch, settle_batch
+from connector.client.futures import settle_batch
 from connector.client.results import SendResult
 from connector.errors import PyMQError
 from connector.protocol.message import Message, MessageQueue
@@ -315,4 +315,4 @@ def split_batch_result(result: SendResult, count: int) -> list[SendResult]:
     """One ``SendResult`` a message of a batch sent to one queue (consecutive offsets)."""
     if count == 1:
         return [result]
-    return [one_of_batch(result, i) for i in range(count)]
+    return [result.one(i) for i in range(count)]

@@ -31,18 +31,12 @@ from typing import Any
 
 from connector.client.results import SendResult
 
-__all__ = ["SendFuture", "one_of_batch", "settle_batch"]
+__all__ = ["SendFuture", "settle_batch"]
 
 # guards every SendFuture's state; held only for a few attribute reads and writes
 _GUARD = threading.Lock()
 _futures_log = logging.getLogger("concurrent.futures")  # where Future logs it
 _ENDED = (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)
-
-
-def one_of_batch(result: SendResult, index: int) -> SendResult:
-    """The ``SendResult`` of the ``index``-th message of a batch stored in one queue
-    (consecutive queue offsets)."""
-    return result.one(index)
 
 
 class SendFuture(Future):  # type: ignore[type-arg]  # Future[SendResult], not generic at runtime
@@ -95,7 +89,7 @@ class SendFuture(Future):  # type: ignore[type-arg]  # Future[SendResult], not g
 
     def _get(self) -> SendResult:
         if self._index >= 0:
-            self._value = one_of_batch(self._value, self._index)
+            self._value = self._value.one(self._index)
             self._index = -1
         return self._value  # type: ignore[no-any-return]
 
@@ -217,7 +211,7 @@ def settle_batch(waiters: Sequence[Any], result: SendResult) -> None:
         future._ended(cancelled=False)
     for index, waiter in others:
         with contextlib.suppress(InvalidStateError):  # a Future its caller cancelled
-            waiter.set_result(result if single else one_of_batch(result, index))
+            waiter.set_result(result if single else result.one(index))
 
 
 def _call(fn: Callable[[Future[SendResult]], object], future: SendFuture) -> None:

@@ -105,14 +105,13 @@ class SendResult:
             if index:
                 raise IndexError(f"message {index} of a single message's result")
             return self
-        res = _new(SendResult)
-        res._status = self._status
-        res._queue = self._queue
-        res._queue_offset = self._queue_offset + index
-        res._msg_id = batch.ids()[index]
-        res._offset_msg_id = batch.offset_ids()[index]
-        res._batch = None
-        return res
+        return SendResult.of_one(
+            self._status,
+            self._queue,
+            self._queue_offset + index,
+            batch.ids()[index],
+            batch.offset_ids()[index],
+        )
 
     @property
     def status(self) -> SendStatus:
