@@ -19,7 +19,7 @@ __all__ = ["remoting_server"]
 
 
 def remoting_server(ctrl: BrokerController) -> RemotingServer:
-    server = RemotingServer()
+    server = RemotingServer(busy_poll_us=ctrl.config.busy_poll_us)
     send = SendHandlers(ctrl)
     pull = PullHandlers(ctrl)
     admin = AdminHandlers(ctrl)

@@ -32,6 +32,7 @@ from connector.protocol.names import validate_group, validate_topic
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.route import TopicRouteData
 from connector.protocol.status import PullStatus
+from connector.remoting.client import DEFAULT_BUSY_POLL_US
 
 __all__ = ["PullCallback", "PullConsumer"]
 
@@ -87,9 +88,10 @@ class PullConsumer:
         namesrv: str | Sequence[str] | None = None,
         timeout_ms: int = 3000,
         read_ahead: bool = True,
+        busy_poll_us: int = DEFAULT_BUSY_POLL_US,
     ) -> None:
         self.group = validate_group(group)
-        self.rpc = Rpc()
+        self.rpc = Rpc(busy_poll_us=busy_poll_us)
         self.namesrv = NameServerClient(parse_namesrv(namesrv), self.rpc)
         self.timeout_ms = timeout_ms
         self.read_ahead = read_ahead
@@ -269,7 +271,12 @@ class PullConsumer:
         timeout_s = (self.timeout_ms + max(wait_ms, 0)) / 1000
         try:
             return self.rpc.call(
-                self._addr(mq), RequestCode.PULL_MESSAGE, ext, timeout_s=timeout_s, ok=_PULL_STATUS
+                self._addr(mq),
+                RequestCode.PULL_MESSAGE,
+                ext,
+                timeout_s=timeout_s,
+                ok=_PULL_STATUS,
+                busy_poll=wait_ms <= 0,
             )
         except PyMQError as exc:
             if exc.retriable or exc.invalid_metadata:

@@ -77,6 +77,7 @@ from connector.protocol.remoting import SEND_V2_LETTERS as V2
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.status import SendStatus
 from connector.protocol.wire import batch_offsets
+from connector.remoting.client import DEFAULT_BUSY_POLL_US
 
 __all__ = ["Producer"]
 
@@ -143,6 +144,7 @@ class Producer:
         batch_max_bytes: int = 32 * 1024,
         total_batch_max_bytes: int = 32 * MiB,
         fault_strategy: MQFaultStrategy | None = None,
+        busy_poll_us: int = DEFAULT_BUSY_POLL_US,
     ) -> None:
         self.group = validate_group(group)
         self.namesrv_addrs = parse_namesrv(namesrv)
@@ -186,7 +188,7 @@ class Producer:
             latency_max_ms=tuple(latency_max_ms),
             not_available_duration_ms=tuple(not_available_duration_ms),
         )
-        self.rpc = Rpc()
+        self.rpc = Rpc(busy_poll_us=busy_poll_us)
         self.namesrv = NameServerClient(self.namesrv_addrs, self.rpc)
         self.client_id = f"{socket.gethostname()}@{os.getpid()}@{id(self):x}"
         self._uniq = UniqKeyGenerator()

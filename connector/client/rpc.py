@@ -67,9 +67,15 @@ class Rpc:
     """Requests to servers by address; thread-safe."""
 
     def __init__(
-        self, *, connect_timeout_s: float = 3.0, on_request: RequestHandler | None = None
+        self,
+        *,
+        connect_timeout_s: float = 3.0,
+        on_request: RequestHandler | None = None,
+        busy_poll_us: int = 0,
     ) -> None:
-        self.client = RemotingClient(connect_timeout_s=connect_timeout_s, on_request=on_request)
+        self.client = RemotingClient(
+            connect_timeout_s=connect_timeout_s, on_request=on_request, busy_poll_us=busy_poll_us
+        )
 
     def call(
         self,
@@ -80,10 +86,12 @@ class Rpc:
         *,
         timeout_s: float,
         ok: Collection[int] = _SUCCESS,
+        busy_poll: bool = True,
     ) -> RemotingCommand:
-        """The answer if its code is in ``ok``, else the error it carries."""
+        """The answer if its code is in ``ok``, else the error it carries. ``busy_poll``
+        False: a lone caller waits for it asleep at once (a long poll)."""
         cmd = RemotingCommand(code, dict(ext) if ext else {}, body)
-        resp = self.client.invoke(addr, cmd, timeout_s)
+        resp = self.client.invoke(addr, cmd, timeout_s, busy_poll=busy_poll)
         if resp.code not in ok:
             raise error_for_response(addr, resp)
         return resp

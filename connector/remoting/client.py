@@ -33,13 +33,14 @@ import contextlib
 import heapq
 import itertools
 import logging
+import os
 import socket
 import struct
 import threading
 import time
 from collections.abc import Callable
 
-from connector.errors import ConnectError, RemotingError, RemotingTimeoutError
+from connector.errors import ConfigError, ConnectError, RemotingError, RemotingTimeoutError
 from connector.protocol.remoting import (
     FLAG_ONEWAY,
     FrameDecoder,
@@ -49,7 +50,7 @@ from connector.protocol.remoting import (
     frame_prefix,
 )
 
-__all__ = ["RemotingClient", "RemotingConnection", "split_addr"]
+__all__ = ["DEFAULT_BUSY_POLL_US", "RemotingClient", "RemotingConnection", "split_addr"]
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,13 @@ _READ_SLICE_S = 0.05  # a reader checks its deadline (and whether to hand over) 
 _SMALL_BODY = 16 * 1024  # below this a frame is joined into one bytes before sending
 # a connection unused this long is checked (a peek, one syscall) before it is used again
 STALE_CHECK_IDLE_S = 1.0
+# a lone caller polls its socket this long for the answer before sleeping in recv (the
+# answer of a small request usually comes sooner, and a sleeping thread's wake-up costs
+# about as much on a VM); Producer and PullConsumer take it as busy_poll_us
+DEFAULT_BUSY_POLL_US = 100
 # where a platform has no MSG_DONTWAIT (Windows), the peek waits at most a read slice
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+_yield = getattr(os, "sched_yield", lambda: None)
 
 RequestHandler = Callable[["RemotingConnection", RemotingCommand], None]
 Callback = Callable[[RemotingCommand | None, BaseException | None], None]
@@ -161,9 +167,11 @@ class RemotingConnection:
         on_request: RequestHandler | None = None,
         on_close: Callable[[RemotingConnection], None] | None = None,
         timeouts: Timeouts | None = None,
+        busy_poll_s: float = 0.0,
     ) -> None:
         self.addr = addr
         self.timeouts = timeouts
+        self.busy_poll_s = busy_poll_s
         host, port = split_addr(addr)
         try:
             sock = socket.create_connection((host, port), connect_timeout_s)
@@ -246,12 +254,18 @@ class RemotingConnection:
         cmd.opaque = next(self._opaque) & 0x7FFFFFFF
         self._calls[cmd.opaque] = call
 
-    def invoke(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+    def invoke(
+        self, cmd: RemotingCommand, timeout_s: float, *, busy_poll: bool = True
+    ) -> RemotingCommand:
         """Send a request and wait for its answer.
 
         Without a reader thread, one waiting caller at a time reads the socket for
         everyone (handing each answer to its caller) until its own answer is in,
-        then wakes another waiting caller to take over.
+        then wakes another waiting caller to take over. That caller first polls the
+        socket without blocking for ``busy_poll_s`` (unless ``busy_poll`` is False,
+        e.g. for a long poll, whose answer is not expected soon): an answer that comes
+        within it costs no wake-up of a sleeping thread (see
+        ``connector.server.busy_poll`` for what that saves).
         """
         call = _Call()
         self._register(cmd, call)
@@ -262,11 +276,13 @@ class RemotingConnection:
             raise
         lock = call.lock
         assert lock is not None
-        deadline = time.monotonic() + max(timeout_s, 0.0)
+        now = time.monotonic()
+        deadline = now + max(timeout_s, 0.0)
+        polling = now + self.busy_poll_s if busy_poll else 0.0
         while not call.finished:
             if self._reader is None and self._read_lock.acquire(blocking=False):
                 try:
-                    self._read_until(call, deadline)
+                    self._read_until(call, deadline, polling)
                 finally:
                     self._read_lock.release()
                     self._hand_over()
@@ -291,10 +307,14 @@ class RemotingConnection:
         assert call.response is not None
         return call.response
 
-    def _read_until(self, call: _Call, deadline: float) -> None:
-        """Read (holding the read lock) until ``call`` is answered or its time is up."""
+    def _read_until(self, call: _Call, deadline: float, polling: float = 0.0) -> None:
+        """Read (holding the read lock) until ``call`` is answered or its time is up;
+        until ``polling`` (monotonic) without blocking."""
         while not call.finished and not self.closed:
-            if not self._read_some() and time.monotonic() >= deadline:
+            if polling and time.monotonic() < polling:
+                if not self._read_some(_DONTWAIT):
+                    _yield()  # the core to any thread that can use it meanwhile
+            elif not self._read_some() and time.monotonic() >= deadline:
                 return
 
     def _hand_over(self) -> None:
@@ -363,11 +383,12 @@ class RemotingConnection:
             self.close(RemotingError(f"{self.addr} closed the connection"))
         return data
 
-    def _read_some(self) -> bool:
-        """One recv (at most a read slice long) and the frames it completes, each
-        answer handed to its caller; False if nothing came. Read lock held."""
+    def _read_some(self, flags: int = 0) -> bool:
+        """One recv (at most a read slice long; with ``MSG_DONTWAIT`` in ``flags``, none)
+        and the frames it completes, each answer handed to its caller; False if nothing
+        came. Read lock held."""
         # the rest of a large frame (a big pull answer) in as few pieces as it comes
-        data = self._recv(min(max(_RECV, self._decoder.missing), _RECV_LARGE))
+        data = self._recv(min(max(_RECV, self._decoder.missing), _RECV_LARGE), flags)
         if not data:
             return False
         try:
@@ -428,9 +449,13 @@ class RemotingClient:
         *,
         connect_timeout_s: float = 3.0,
         on_request: RequestHandler | None = None,
+        busy_poll_us: int = 0,
     ) -> None:
+        if busy_poll_us < 0:
+            raise ConfigError("busy_poll_us must not be negative")
         self.connect_timeout_s = connect_timeout_s
         self.on_request = on_request
+        self.busy_poll_s = busy_poll_us / 1e6
         self.timeouts = Timeouts()
         self._conns: dict[str, RemotingConnection] = {}
         self._lock = threading.Lock()
@@ -454,6 +479,7 @@ class RemotingClient:
             on_request=self.on_request,
             on_close=self._forget,
             timeouts=self.timeouts,
+            busy_poll_s=self.busy_poll_s,
         )
         with self._lock:
             current = self._conns.get(addr)
@@ -470,8 +496,10 @@ class RemotingClient:
             if self._conns.get(conn.addr) is conn:
                 del self._conns[conn.addr]
 
-    def invoke(self, addr: str, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        return self.connection(addr).invoke(cmd, timeout_s)
+    def invoke(
+        self, addr: str, cmd: RemotingCommand, timeout_s: float, *, busy_poll: bool = True
+    ) -> RemotingCommand:
+        return self.connection(addr).invoke(cmd, timeout_s, busy_poll=busy_poll)
 
     def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         self.connection(addr).invoke_oneway(cmd)

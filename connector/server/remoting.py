@@ -41,6 +41,7 @@ from connector.protocol.remoting import (
     encode_header,
     frame_prefix,
 )
+from connector.server.busy_poll import BusyPoll
 
 __all__ = [
     "ERROR_CODE_EXT",
@@ -136,6 +137,7 @@ class Channel(asyncio.Protocol):
                 log.exception("channel close listener %r failed", listener)
 
     def data_received(self, data: bytes) -> None:
+        self.server.busy_poll.touch()
         try:
             commands = self.decoder.feed(data)
         except FrameError as exc:
@@ -235,7 +237,9 @@ class Channel(asyncio.Protocol):
 class RemotingServer:
     """Handlers by request code, and the connections being served."""
 
-    def __init__(self, *, max_frame_bytes: int | None = None) -> None:
+    def __init__(self, *, max_frame_bytes: int | None = None, busy_poll_us: int = 0) -> None:
+        """``busy_poll_us``: how long the event loop keeps polling after bytes arrive
+        before it sleeps in the kernel (``BusyPoll``); 0: it sleeps at once."""
         from connector.protocol.remoting import MAX_FRAME_BYTES  # noqa: PLC0415
 
         self.max_frame_bytes = max_frame_bytes or MAX_FRAME_BYTES
@@ -243,6 +247,7 @@ class RemotingServer:
         self.channels: set[Channel] = set()
         self.close_listeners: list[Callable[[Channel], None]] = []
         self.opaques = itertools.count(1)
+        self.busy_poll = BusyPoll(busy_poll_us / 1e6)
         self._server: asyncio.AbstractServer | None = None
 
     def register(self, code: int | RequestCode, handler: Handler) -> None:

@@ -65,6 +65,8 @@ def test_flags_beat_environment_beat_file(tmp_path: Path) -> None:
         ({"PYMQ_BROKER_NAME": "a/b"}, "broker_name"),
         ({"PYMQ_BROKER_PERMISSION": "5"}, "broker_permission"),
         ({"PYMQ_MESSAGE_DELAY_LEVEL": "1s 5x"}, "message_delay_level"),
+        ({"PYMQ_BUSY_POLL_US": "-1"}, "busy_poll_us"),
+        ({"PYMQ_BUSY_POLL_US": "100001"}, "busy_poll_us"),
     ],
 )
 def test_bad_values_are_config_errors_naming_the_key(env: dict[str, str], fragment: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from connector.errors import RemotingError, RemotingTimeoutError
+from connector.errors import ConfigError, RemotingError, RemotingTimeoutError
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.remoting.client import RemotingClient, RemotingConnection
 from connector.server.remoting import Channel, RemotingServer
@@ -34,9 +34,9 @@ ASK_BACK = 9004  # the server asks the client (code 40) and answers with the cli
 class LoopServer:
     """A RemotingServer on a loop thread of its own, listening on 127.0.0.1:0."""
 
-    def __init__(self) -> None:
+    def __init__(self, busy_poll_us: int = 0) -> None:
         self.loop = asyncio.new_event_loop()
-        self.server = RemotingServer()
+        self.server = RemotingServer(busy_poll_us=busy_poll_us)
         self.thread = threading.Thread(target=self.loop.run_forever, name="test-loop", daemon=True)
         self.gathered: list[tuple[RemotingCommand, asyncio.Future[RemotingCommand]]] = []
         self.gather_order: list[int] = []
@@ -142,9 +142,11 @@ def server() -> Iterator[LoopServer]:
         s.stop()
 
 
-@pytest.fixture
-def conn(server: LoopServer) -> Iterator[RemotingConnection]:
-    c = RemotingConnection(server.addr)
+@pytest.fixture(params=[0.0, 2.0], ids=["asleep", "busy-polling"])
+def conn(server: LoopServer, request: pytest.FixtureRequest) -> Iterator[RemotingConnection]:
+    # each test twice: a lone caller sleeping in recv at once, and one polling the socket
+    # without blocking (for longer than any of these tests waits for an answer)
+    c = RemotingConnection(server.addr, busy_poll_s=request.param)
     try:
         yield c
     finally:
@@ -443,3 +445,71 @@ def test_server_request_to_a_client_that_does_not_answer_times_out(server: LoopS
         echo(conn, b"the connection goes on")
     finally:
         conn.close()
+
+
+# -- busy polling ------------------------------------------------------------------------------
+
+
+def test_the_server_polls_for_its_window_after_a_request_then_sleeps() -> None:
+    server = LoopServer(busy_poll_us=100_000)
+    conn = RemotingConnection(server.addr)
+    try:
+        busy = server.server.busy_poll
+        t0 = time.monotonic()
+        echo(conn, b"x")
+        assert server.on_loop(lambda: busy.spinning)  # still polling after the answer
+        deadline = time.monotonic() + WAIT_S
+        while server.on_loop(lambda: busy.spinning):
+            assert time.monotonic() < deadline, "the loop never stopped polling"
+            threading.Event().wait(0.01)
+        assert time.monotonic() - t0 >= 0.09  # the whole window, from the request
+        polls = server.on_loop(lambda: busy.polls)
+        assert polls > 10  # iterations with a zero-timeout poll, not one sleep
+        threading.Event().wait(0.1)  # the loop asleep now: no more polls
+        assert server.on_loop(lambda: busy.polls) == polls
+        echo(conn, b"y")  # and a new request polls again
+        assert server.on_loop(lambda: busy.spinning)
+    finally:
+        conn.close()
+        server.stop()
+
+
+def test_without_a_window_the_server_never_polls(server: LoopServer) -> None:
+    conn = RemotingConnection(server.addr)
+    try:
+        echo(conn, b"x")
+        busy = server.server.busy_poll
+        assert server.on_loop(lambda: (busy.spinning, busy.polls)) == (False, 0)
+    finally:
+        conn.close()
+
+
+def test_a_long_poll_is_waited_for_asleep(server: LoopServer) -> None:
+    """``busy_poll=False`` (a long poll, answered when a message comes): the caller sleeps
+    in recv at once, even on a connection with a long polling window."""
+    conn = RemotingConnection(server.addr, busy_poll_s=5.0)
+    try:
+        echo(conn, b"warm-up")
+
+        def held() -> float:
+            cpu = time.thread_time()
+            resp = conn.invoke(RemotingCommand(HOLD, {"id": "poll"}), LONG_S, busy_poll=False)
+            assert resp.body == b"answer-poll"
+            return time.thread_time() - cpu
+
+        with ThreadPoolExecutor(1) as pool:
+            fut = pool.submit(held)
+            server.wait_held("poll")
+            threading.Event().wait(0.3)  # the wait whose cost is measured
+            server.release("poll")
+            cpu_s = fut.result(WAIT_S)
+        assert cpu_s < 0.1, f"the caller spent {cpu_s:.3f} s of CPU waiting 0.3 s"
+    finally:
+        conn.close()
+
+
+def test_a_negative_busy_poll_window_is_refused() -> None:
+    with pytest.raises(ConfigError):
+        RemotingClient(busy_poll_us=-1)
+    with pytest.raises(ValueError):
+        RemotingServer(busy_poll_us=-1)
