@@ -36,7 +36,9 @@ Workloads, 100-byte bodies, one client process (this one):
    trivial request (pymq GET_MAX_OFFSET through ``PullConsumer.max_offset``,
    redis PING, NATS PING/PONG through ``flush``) and a raw TCP echo of 128
    bytes between two threads of this process (``limits.loopback_round_trip``,
-   no server).
+   no server). pymq busy-polls by default (broker and client
+   ``busy_poll_us`` 100); as extra pymq rows, the single send and the trivial
+   request on a cluster and client with it off (``busy_poll_us=0``).
 3. durable produce, 64 concurrent producers: SYNC_FLUSH broker with 64
    threads sharing one ``Producer`` (it is thread-safe) calling ``send``
    (sends made while others are on the wire gather into batch requests,
@@ -697,6 +699,30 @@ def pymq_durable(producer: Producer, per_producer: int) -> float:
     return PRODUCERS * per_producer / run_threads(PRODUCERS, durable)
 
 
+def pymq_asleep(base: Path, singles: int) -> dict[str, Any]:
+    """Workload 2 with busy polling off on both ends (broker and client
+    ``busy_poll_us=0``): every answer wakes a sleeping thread, for scale."""
+    env = {**pymq_env("ASYNC_FLUSH"), "PYMQ_BUSY_POLL_US": "0"}
+    with LocalCluster(base, brokers=1, namesrvs=1, env=env) as c:
+        pymq_topics(c.namesrv_addr, {SINGLE_TOPIC: 8, WARM_TOPIC: 8})
+        with (
+            Producer(group="peers-bench", namesrv=c.namesrv_addr, busy_poll_us=0) as producer,
+            PullConsumer(group="peers-bench", namesrv=c.namesrv_addr, busy_poll_us=0) as consumer,
+        ):
+            pymq_warm(producer, batches=0)
+            mq = consumer.fetch_queues(SINGLE_TOPIC)[0]
+            for _ in range(200):
+                consumer.max_offset(mq)
+            out = {
+                "trivial_asleep": timed_singles(singles, lambda: consumer.max_offset(mq)),
+                "single_asleep": timed_singles(
+                    singles, lambda: producer.send(Message(topic=SINGLE_TOPIC, body=BODY))
+                ),
+            }
+    shutil.rmtree(base, ignore_errors=True)
+    return out
+
+
 def pymq_core(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with LocalCluster(base / "async", brokers=1, namesrvs=1, env=pymq_env("ASYNC_FLUSH")) as c:
@@ -741,6 +767,7 @@ def pymq_core(base: Path, args: argparse.Namespace) -> dict[str, Any]:
                 producer, consumer, E2EClock(args.e2e_rate, args.e2e_seconds), callbacks=True
             )
     shutil.rmtree(base / "async", ignore_errors=True)
+    out.update(pymq_asleep(base / "asleep", args.singles))
     os.sync()  # the durable run measures its own fsyncs, not the writeback of the above
     with LocalCluster(base / "sync", brokers=1, namesrvs=1, env=pymq_env("SYNC_FLUSH")) as c:
         pymq_topics(c.namesrv_addr, {DURABLE_TOPIC: 8})
@@ -1192,6 +1219,10 @@ ROWS: list[tuple[str, str, str, str, str]] = [
     ("2 single sync send, 1 thread", "single", "msgs_per_s", "msgs/s", ""),
     ("2 single sync send: p50", "single", "p50_ms", "ms", ""),
     ("2 single sync send: p99", "single", "p99_ms", "ms", ""),
+    ("2 pymq single sync send, busy polling off: p50", "single_asleep", "p50_ms", "ms", "single"),
+    ("2 pymq single sync send, busy polling off: p99", "single_asleep", "p99_ms", "ms", "single"),
+    ("2 pymq trivial round trip, busy polling off: p50", "trivial_asleep", "p50_ms", "ms",
+     "trivial"),
     ("2 floor: trivial request round trip: p50", "trivial", "p50_ms", "ms", ""),
     ("2 floor: trivial request round trip: p99", "trivial", "p99_ms", "ms", ""),
     ("2 floor: raw TCP echo, no server: p50", "echo", "p50_ms", "ms", ""),

@@ -215,6 +215,19 @@ def targets(data: dict[str, Any]) -> list[Target]:
         peer=peer_of(data, "trivial", "p50_ms", "redis"),
         note="(the floor)",
     )
+    for key, field, label in (
+        ("single_asleep", "p50_ms", "single sync send p50"),
+        ("single_asleep", "p99_ms", "single sync send p99"),
+        ("trivial_asleep", "p50_ms", "trivial request's round trip p50"),
+    ):
+        add(
+            f"{key}_{field[:3]}",
+            f"... {label} with busy polling off (broker and client `busy_poll_us=0`)",
+            pymq(key, field),
+            "ms",
+            peer=peer_of(data, key.removesuffix("_asleep"), field, "redis"),
+            note="(for scale)",
+        )
     add(
         "floor_echo",
         "... the floor: raw TCP echo p50 (two threads of the benchmark, no server)",
