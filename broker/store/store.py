@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+import math
 import operator
 import shutil
 import threading
@@ -91,6 +92,9 @@ class MessageStore:
         self._put_lock = threading.Lock()
         self._queues_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()  # checkpoints are written in the order taken
+        # where the index was last flushed to (the checkpoint's index offset), and when
+        self._index_offset = 0
+        self._index_flushed_at = -math.inf
         self._valid_topics: set[str] = set()
         self._last_store_ts = 0
         self._group_commit: GroupCommitService | None = None
@@ -191,7 +195,9 @@ class MessageStore:
         self.last_flush_seconds = seconds
 
     def flush_queues_and_checkpoint(self, *, clean: bool = False) -> Checkpoint:
-        """Flush queues and index, then record how far everything is durable."""
+        """Flush the queues (and the index when ``flush_interval_index_ms`` has passed or
+        ``flush_index_max_lag_bytes`` were written since its last flush, or ``clean``),
+        then record how far everything is durable."""
         with self._checkpoint_lock:
             with self._put_lock:
                 dispatched = self.dispatched_offset
@@ -200,12 +206,23 @@ class MessageStore:
                 for queues in list(self.queues.values()):
                     for cq in list(queues.values()):
                         cq.flush()
-            self.index.flush()
+            started = time.monotonic()
+            interval_s = self.config.flush_interval_index_ms / 1000
+            if not self.config.message_index_enable:
+                self._index_offset = dispatched  # nothing is indexed: nothing to redo
+            elif (
+                clean
+                or started - self._index_flushed_at >= interval_s
+                or dispatched - self._index_offset >= self.config.flush_index_max_lag_bytes
+            ):
+                self.index.flush()
+                self._index_offset = dispatched
+                self._index_flushed_at = started
             now = int(self.clock() * 1000)
             cp = Checkpoint(
                 physic_offset=min(self.commit_log.flushed_offset(), dispatched),
                 logic_offset=dispatched,
-                index_offset=dispatched,
+                index_offset=self._index_offset,
                 physic_timestamp=now,
                 logic_timestamp=now,
                 clean_shutdown=clean,

@@ -36,6 +36,9 @@ SMALL: dict[str, Any] = {
     "max_index_num": 1000,
     "clean_resource_interval_ms": 3_600_000,
     "flush_interval_consume_queue_ms": 3_600_000,
+    # each checkpoint a test takes flushes the index too (the lag of the default interval
+    # is tested on its own, test_store_index.py)
+    "flush_interval_index_ms": 1,
 }
 
 

@@ -64,6 +64,7 @@ def make_store(store_dir: Path) -> MessageStore:
             flush_commit_log_thorough_interval_ms=HOUR_MS,
             flush_interval_consume_queue_ms=HOUR_MS,
             clean_resource_interval_ms=HOUR_MS,
+            flush_interval_index_ms=1,  # a checkpoint the test takes flushes the index too
         )
     )
 

@@ -186,3 +186,53 @@ def test_key_hash_continues_from_the_topic_prefix(topic: str, key: str) -> None:
     # the single-message path hashes "topic#" once and continues over each key
     prefix = zlib.crc32(f"{topic}#".encode())
     assert zlib.crc32(key.encode(), prefix) & 0x7FFFFFFF == key_hash(f"{topic}#{key}")
+
+
+def test_the_index_is_flushed_less_often_and_rebuilt_after_a_crash(
+    make_store: StoreFactory,
+) -> None:
+    # with flush_interval_index_ms not yet passed, a checkpoint flushes the queues but not
+    # the index: its index offset stays where the index was last flushed (recovery's own
+    # checkpoint at start), and a crash then re-indexes the records since from the log
+    store = make_store(flush_interval_index_ms=3_600_000)
+    for i in range(100):
+        put(store, f"m{i}".encode(), keys=[f"k{i}"])
+    cp = store.flush_queues_and_checkpoint()
+    assert cp.logic_offset > cp.index_offset == 0
+    assert cp.recover_from == 0
+    store.close()  # a crash
+    again = make_store(flush_interval_index_ms=3_600_000)
+    assert again.recovery is not None
+    assert again.recovery.index_entries_rebuilt == 100
+    for i in (0, 50, 99):
+        assert _bodies(again.query_message(TOPIC, f"k{i}")) == [f"m{i}".encode()]
+    # recovery ends with a checkpoint that flushed the index: nothing left to redo
+    cp = again.flush_queues_and_checkpoint()
+    assert cp.index_offset == cp.logic_offset
+    again.shutdown()
+    third = make_store(flush_interval_index_ms=3_600_000)
+    assert third.recovery is not None
+    assert third.recovery.index_entries_rebuilt == 0
+    assert _bodies(third.query_message(TOPIC, "k99")) == [b"m99"]
+
+
+def test_a_clean_stop_flushes_the_index_whatever_its_interval(make_store: StoreFactory) -> None:
+    store = make_store(flush_interval_index_ms=3_600_000)
+    for i in range(20):
+        put(store, f"m{i}".encode(), keys=[f"k{i}"])
+    store.shutdown()
+    again = make_store(flush_interval_index_ms=3_600_000)
+    assert again.recovery is not None
+    assert again.recovery.index_entries_rebuilt == 0
+    assert _bodies(again.query_message(TOPIC, "k19")) == [b"m19"]
+
+
+def test_the_index_is_flushed_once_enough_log_was_written(make_store: StoreFactory) -> None:
+    store = make_store(flush_interval_index_ms=3_600_000, flush_index_max_lag_bytes=20_000)
+    put(store, b"small", keys=["s"])
+    cp = store.flush_queues_and_checkpoint()
+    assert cp.index_offset < cp.logic_offset  # under both bounds: not flushed
+    for i in range(200):  # ~30 KB of records
+        put(store, f"m{i}".encode() * 10, keys=[f"k{i}"])
+    cp = store.flush_queues_and_checkpoint()
+    assert cp.index_offset == cp.logic_offset
