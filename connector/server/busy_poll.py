@@ -26,8 +26,8 @@ import time
 
 __all__ = ["BusyPoll"]
 
-# between polls the core goes to any other thread that can run there (a client's on a
-# small machine): polling only ever takes a core nobody else wants
+# between polls the scheduler may run any other thread waiting for this core (a client's,
+# on a small machine) first: polling gives way to real work
 _yield = getattr(os, "sched_yield", lambda: None)
 
 
