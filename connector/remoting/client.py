@@ -278,7 +278,8 @@ class RemotingConnection:
         assert lock is not None
         now = time.monotonic()
         deadline = now + max(timeout_s, 0.0)
-        polling = now + self.busy_poll_s if busy_poll else 0.0
+        # polling never outlasts the call's own time
+        polling = min(now + self.busy_poll_s, deadline) if busy_poll else 0.0
         while not call.finished:
             if self._reader is None and self._read_lock.acquire(blocking=False):
                 try:

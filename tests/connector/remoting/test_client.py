@@ -508,6 +508,20 @@ def test_a_long_poll_is_waited_for_asleep(server: LoopServer) -> None:
         conn.close()
 
 
+def test_a_timeout_shorter_than_the_polling_window_ends_the_call_on_time(
+    server: LoopServer,
+) -> None:
+    conn = RemotingConnection(server.addr, busy_poll_s=5.0)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(RemotingTimeoutError):
+            conn.invoke(RemotingCommand(HOLD, {"id": "short"}), 0.3)
+        # at most a read slice (50 ms) late, not the 5 s window
+        assert 0.25 <= time.monotonic() - t0 < 1.0
+    finally:
+        conn.close()
+
+
 def test_a_negative_busy_poll_window_is_refused() -> None:
     with pytest.raises(ConfigError):
         RemotingClient(busy_poll_us=-1)
