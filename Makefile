@@ -19,11 +19,14 @@ $(PY): | prereq
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(PY)
+# the C sources: an edit rebuilds the compiled module (pip install -e builds it in place)
+NATIVE := $(wildcard connector/*/*.c)
+
+$(VENV)/.installed: pyproject.toml $(NATIVE) | $(PY)
 	$(PIP) install --quiet -e .
 	@touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(PY)
+$(VENV)/.installed-test: pyproject.toml $(NATIVE) | $(PY)
 	$(PIP) install --quiet -e '.[test]'
 	@touch $@ $(VENV)/.installed
 
@@ -55,3 +58,4 @@ bench: $(VENV)/.installed-test
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -f connector/*/*.so

@@ -11,6 +11,12 @@ only if someone waits on it while it is pending.
 A future settled with a batch's result (``settle_batch``) holds that result
 and its index; its own ``SendResult`` is made when first read, so a caller
 that only counts successes does not pay for one a message.
+
+A future is left out of the cyclic garbage collector's lists while it holds
+only plain values and results (``connector.client.untracked``), and put back
+before it stores anything that could refer to it: a callback, a waiter, a
+condition, an exception. An attribute of its own set on it by an application
+is not watched: one that makes a reference cycle keeps the future alive.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from concurrent.futures._base import (  # the state names Future's own methods c
 from typing import Any
 
 from connector.client.results import SendResult
+from connector.client.untracked import track, untrack
 
 __all__ = ["SendFuture", "settle_batch"]
 
@@ -51,6 +58,7 @@ class SendFuture(Future):  # type: ignore[type-arg]  # Future[SendResult], not g
         self._exception: BaseException | None = None
         self._cond: threading.Condition | None = None
         self._extra: list[Any] | None = None  # [waiters, callbacks], made when first needed
+        untrack(self)
 
     # -- what Future's own methods (and concurrent.futures.wait) read ---------------------
 
@@ -61,6 +69,7 @@ class SendFuture(Future):  # type: ignore[type-arg]  # Future[SendResult], not g
             with _GUARD:
                 cond = self._cond
                 if cond is None:
+                    track(self)
                     cond = self._cond = threading.Condition()
         return cond
 
@@ -84,6 +93,7 @@ class SendFuture(Future):  # type: ignore[type-arg]  # Future[SendResult], not g
             with _GUARD:
                 extra = self._extra
                 if extra is None:
+                    track(self)  # waiters and callbacks may refer to the future
                     extra = self._extra = [[], []]
         return extra
 
@@ -131,6 +141,7 @@ class SendFuture(Future):  # type: ignore[type-arg]  # Future[SendResult], not g
         with _GUARD:
             if self._state not in _ENDED:
                 if self._extra is None:
+                    track(self)
                     self._extra = [[], []]
                 self._extra[1].append(fn)
                 return
@@ -148,6 +159,8 @@ class SendFuture(Future):  # type: ignore[type-arg]  # Future[SendResult], not g
         with _GUARD:
             if self._state in _ENDED:
                 raise InvalidStateError(f"{self._state}: {self!r}")
+            if exc is not None or type(value) is not SendResult:
+                track(self)  # a traceback's frames (or whatever was given) may refer to it
             self._value, self._index, self._exception = value, index, exc
             self._state = FINISHED
             watched = self._cond is not None or self._extra is not None

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from connector.client.untracked import untrack
 from connector.protocol.message import Message, MessageExt, MessageQueue
 from connector.protocol.msgid import IdBlock
 from connector.protocol.status import PullStatus, SendStatus
@@ -26,6 +27,8 @@ class SendResult:
     for a thousand of them a batch. A single message's result holds its two
     ids and nothing more: ``send_async`` makes one a message, and tuples of
     ids would be three more allocations for the cyclic collector to count.
+    Nothing in it can refer back to it, so it is left out of the collector's
+    lists altogether (``connector.client.untracked``).
     """
 
     __slots__ = ("_batch", "_msg_id", "_offset_msg_id", "_queue", "_queue_offset", "_status")
@@ -55,6 +58,8 @@ class SendResult:
         ids, offset_ids = tuple(msg_ids), tuple(offset_msg_ids)
         single = ids == (msg_id,) and offset_ids == (offset_msg_id,)
         self._batch = None if single else _BatchIds(ids, offset_ids)
+        if single:
+            untrack(self)
 
     @classmethod
     def of_batch(
@@ -95,6 +100,7 @@ class SendResult:
         res._msg_id = msg_id
         res._offset_msg_id = offset_msg_id
         res._batch = None
+        untrack(res)
         return res
 
     def one(self, index: int) -> SendResult:

@@ -5,7 +5,8 @@ Spark finds Python data sources by listing top-level ``pyspark_*`` modules
 the real way (pip, the build backend pyproject.toml names) into a fresh venv,
 then runs a Spark job with that venv's Python from a folder outside the
 checkout, without PYTHONPATH: a write and a read through ``format("pymq")``
-against a real cluster, with no ``spark.dataSource.register`` call.
+against a real cluster, with no ``spark.dataSource.register`` call; and the
+build compiled pymq's C module (this machine has a C compiler).
 
 Kept fast and offline: pymq is built here with ``--no-build-isolation``
 (setuptools from this test run's environment, the only thing on the build's
@@ -56,11 +57,14 @@ bodies = sorted(bytes(r.body).decode() for r in got.select("body").collect())
 worker = spark.sparkContext.parallelize([0], 1).map(
     lambda _: __import__("connector").__file__
 ).collect()[0]
+from connector.client import untracked  # its C module, built by the install
+
 print("RESULT " + json.dumps({
     "bodies": bodies,
     "listed": [m.name for m in pkgutil.iter_modules() if m.name == "pyspark_pymq"],
     "module": importlib.util.find_spec("pyspark_pymq").origin,
     "worker_connector": worker,
+    "compiled": untracked.COMPILED,
 }))
 spark.stop()
 """
@@ -95,7 +99,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The checkout's distribution inputs, as a clone has them: top-level files and the
     packages. A copy, so builds write their build/ and egg-info there, not in the checkout."""
     dest = tmp_path_factory.mktemp("pymq-src")
-    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist")
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist", "*.so")
     for entry in CHECKOUT.iterdir():
         if entry.name.startswith("."):
             continue
@@ -156,6 +160,7 @@ def run_job(python: Path, cluster: LocalCluster, topic: str, workdir: Path) -> d
     result: dict[str, object] = json.loads(line.removeprefix("RESULT "))
     assert result["bodies"] == sorted(f"m-{i}" for i in range(ROWS))
     assert result["listed"] == ["pyspark_pymq"]  # what Spark's lookup sees
+    assert result["compiled"] is True  # the build compiled connector/client/_gctrack.c
     return result
 
 
