@@ -13,7 +13,7 @@ and its index; its own ``SendResult`` is made when first read, so a caller
 that only counts successes does not pay for one a message.
 
 A future is left out of the cyclic garbage collector's lists while it holds
-only plain values and results (``connector.client.untracked``), and put back
+only plain values and results (``connector.protocol.untracked``), and put back
 before it stores anything that could refer to it: a callback, a waiter, a
 condition, an exception. An attribute of its own set on it by an application
 is not watched: one that makes a reference cycle keeps the future alive.
@@ -36,7 +36,7 @@ from concurrent.futures._base import (  # the state names Future's own methods c
 from typing import Any
 
 from connector.client.results import SendResult
-from connector.client.untracked import track, untrack
+from connector.protocol.untracked import track, untrack
 
 __all__ = ["SendFuture", "settle_batch"]
 

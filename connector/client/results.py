@@ -6,10 +6,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from connector.client.untracked import untrack
 from connector.protocol.message import Message, MessageExt, MessageQueue
 from connector.protocol.msgid import IdBlock
 from connector.protocol.status import PullStatus, SendStatus
+from connector.protocol.untracked import untrack
 
 __all__ = ["PullResult", "SendContext", "SendMessageHook", "SendResult"]
 
@@ -28,7 +28,7 @@ class SendResult:
     ids and nothing more: ``send_async`` makes one a message, and tuples of
     ids would be three more allocations for the cyclic collector to count.
     Nothing in it can refer back to it, so it is left out of the collector's
-    lists altogether (``connector.client.untracked``).
+    lists altogether (``connector.protocol.untracked``).
     """
 
     __slots__ = ("_batch", "_msg_id", "_offset_msg_id", "_queue", "_queue_offset", "_status")

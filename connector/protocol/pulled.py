@@ -13,7 +13,10 @@ message of the ~800 ``decode_records`` took). Compressed bodies are
 inflated at once, so a body that does not inflate is also reported here.
 
 A ``PulledMessage`` keeps the whole answer's bytes alive; copy what you keep
-for long (``bytes(msg.body)`` is already a copy of its own).
+for long (``bytes(msg.body)`` is already a copy of its own). It is made
+outside the cyclic garbage collector's lists (``connector.protocol.untracked``):
+nothing it holds can refer back to it, and an attribute its reader sets on it
+puts it back.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from connector.protocol.msgid import decode_host
 from connector.protocol.properties import decode_properties
 from connector.protocol.record import MAX_INFLATED_BYTES
 from connector.protocol.scan import check_bodies, headers, index_records, offset_ids
+from connector.protocol.untracked import pulled_messages, track
 
 __all__ = ["PulledMessage", "decode_records"]
 
@@ -213,14 +217,23 @@ class PulledMessage(MessageExt):
     """A ``MessageExt`` of a pull answer; equal to the ``decode_record`` of its record.
 
     It holds its answer, its place in it and its body (every reader reads it);
-    the other fields are ``_Lazy``."""
+    the other fields are ``_Lazy``. ``decode_records`` makes it without
+    ``__init__`` and untracked; whatever its reader sets on it may refer back
+    to it, so a set makes it tracked first."""
 
     __slots__ = ("_answer", "_i", "body")
 
+    _answer: _Answer
+    _i: int
+
     def __init__(self, answer: _Answer, i: int, body: bytes) -> None:
-        self._answer = answer
-        self._i = i
-        self.body = body
+        _set(self, "_answer", answer)
+        _set(self, "_i", i)
+        _set(self, "body", body)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        track(self)
+        _set(self, name, value)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MessageExt):
@@ -234,6 +247,7 @@ class PulledMessage(MessageExt):
         return (MessageExt, tuple(getattr(self, f) for f in _FIELDS))
 
 
+_set = object.__setattr__
 _FIELDS = tuple(MessageExt.__dataclass_fields__)
 assert set(_FIELDS) == {*_COMPUTE, "body"}, "every MessageExt field needs a decoder here"
 for _name, _compute in _COMPUTE.items():
@@ -248,21 +262,24 @@ def decode_records(data: bytes, *, check_crc: bool = True) -> list[MessageExt]:
     answer = _Answer(data, check_crc=check_crc)
     bodies = answer.body_list()
     with _no_collection():
-        return [PulledMessage(answer, i, body) for i, body in enumerate(bodies)]
+        return pulled_messages(PulledMessage, answer, bodies)
 
 
 @contextlib.contextmanager
 def _no_collection() -> Iterator[None]:
     """No garbage collection while an answer's messages are made.
 
-    Each message is an object the collector tracks; made by the thousand, they
-    set off a collection every 700, and those still alive (all of them, until
-    the list is done) are moved to older generations, until a full collection
-    scans the whole heap (~50 ms with numba loaded): 35-40 % of a 10,000-message
-    pull went to the collector. Held back for the loop, the first collection
-    after it finds the new list once. Nothing is leaked: messages hold no cycles
-    the loop makes, and the counts that trigger collections keep running.
-    Left alone if the application turned the collector off itself.
+    Without the C module (``connector.protocol.untracked``) each message is an
+    object the collector tracks; made by the thousand, they set off a
+    collection every 700, and those still alive (all of them, until the list
+    is done) are moved to older generations, until a full collection scans the
+    whole heap (~50 ms with numba loaded): 35-40 % of a 10,000-message pull
+    went to the collector. Held back for the loop, the first collection after
+    it finds the new list once. Nothing is leaked: messages hold no cycles the
+    loop makes, and the counts that trigger collections keep running. Left
+    alone if the application turned the collector off itself. (With the C
+    module the messages are made untracked, and this only saves collections
+    that would find none of them.)
     """
     if not gc.isenabled():
         yield

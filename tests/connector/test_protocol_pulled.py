@@ -144,31 +144,27 @@ def test_any_answer_decodes_like_the_python_decoder(
     assert decode_records(data) == reference(data)
 
 
-def test_the_collector_is_held_back_only_while_messages_are_made() -> None:
-    """decode_records turns the garbage collector off for its loop and back on, and
-    leaves it off when the application had turned it off."""
+def test_the_collector_is_held_back_only_while_messages_are_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """decode_records turns the garbage collector off while it makes the messages and
+    back on, and leaves it off when the application had turned it off."""
     data = sample()
     seen: list[bool] = []
+    make = pulled.pulled_messages
 
-    class Spy(PulledMessage):
-        __slots__ = ()
+    def spy(cls: type[PulledMessage], answer: object, bodies: list[bytes]) -> list[PulledMessage]:
+        seen.append(gc.isenabled())
+        return make(cls, answer, bodies)
 
-        def __init__(self, *args: object) -> None:
-            seen.append(gc.isenabled())
-            super().__init__(*args)  # type: ignore[arg-type]
-
+    monkeypatch.setattr(pulled, "pulled_messages", spy)
     assert gc.isenabled()
-    original = pulled.PulledMessage
-    pulled.PulledMessage = Spy  # type: ignore[misc]
+    assert len(decode_records(data)) == len(reference(data))
+    assert seen == [False]  # off while the messages were made
+    assert gc.isenabled()  # and on again after
+    gc.disable()
     try:
-        assert len(decode_records(data)) == len(reference(data))
-        assert seen and not any(seen)  # off while the messages were made
-        assert gc.isenabled()  # and on again after
-        gc.disable()
-        try:
-            decode_records(data)
-            assert not gc.isenabled()  # the application's choice is kept
-        finally:
-            gc.enable()
+        decode_records(data)
+        assert not gc.isenabled()  # the application's choice is kept
     finally:
-        pulled.PulledMessage = original  # type: ignore[misc]
+        gc.enable()

@@ -57,7 +57,7 @@ bodies = sorted(bytes(r.body).decode() for r in got.select("body").collect())
 worker = spark.sparkContext.parallelize([0], 1).map(
     lambda _: __import__("connector").__file__
 ).collect()[0]
-from connector.client import untracked  # its C module, built by the install
+from connector.protocol import untracked  # its C module, built by the install
 
 print("RESULT " + json.dumps({
     "bodies": bodies,
@@ -160,7 +160,7 @@ def run_job(python: Path, cluster: LocalCluster, topic: str, workdir: Path) -> d
     result: dict[str, object] = json.loads(line.removeprefix("RESULT "))
     assert result["bodies"] == sorted(f"m-{i}" for i in range(ROWS))
     assert result["listed"] == ["pyspark_pymq"]  # what Spark's lookup sees
-    assert result["compiled"] is True  # the build compiled connector/client/_gctrack.c
+    assert result["compiled"] is True  # the build compiled connector/protocol/_gctrack.c
     return result
 
 

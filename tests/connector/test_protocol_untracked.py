@@ -1,4 +1,5 @@
-"""Futures and results the cyclic collector skips, and tracks again once a cycle is possible.
+"""Futures, results and pulled messages the cyclic collector skips, and tracks again
+once a cycle is possible.
 
 Each test that checks a cycle is collected fails if ``track`` is dropped from
 the place it tests (an untracked object in a cycle is never collected).
@@ -13,12 +14,14 @@ import weakref
 from collections.abc import Callable, Iterator
 
 import pytest
+from test_protocol_pulled import sample
 
 from connector.client.futures import SendFuture, settle_batch
 from connector.client.results import SendResult
-from connector.client.untracked import COMPILED
 from connector.protocol.message import MessageQueue
+from connector.protocol.pulled import PulledMessage, decode_records
 from connector.protocol.status import SendStatus
+from connector.protocol.untracked import COMPILED, pulled_messages
 
 QUEUE = MessageQueue("T", "broker-a", 1)
 
@@ -50,7 +53,7 @@ def referring_to(future: SendFuture) -> Callable[[object], object]:
     return lambda _: future
 
 
-def collected(ref: weakref.ref[SendFuture]) -> bool:
+def collected(ref: weakref.ref[object]) -> bool:
     gc.collect()
     return ref() is None
 
@@ -113,8 +116,8 @@ def test_without_the_compiled_module_everything_stays_tracked() -> None:
     # what an install without a C compiler runs: the import fails, the functions do nothing
     code = (
         "import gc, sys\n"
-        "sys.modules['connector.client._gctrack'] = None\n"
-        "from connector.client import untracked\n"
+        "sys.modules['connector.protocol._gctrack'] = None\n"
+        "from connector.protocol import untracked\n"
         "from connector.client.futures import SendFuture, settle_batch\n"
         "from connector.client.results import SendResult\n"
         "from connector.protocol.message import MessageQueue\n"
@@ -124,10 +127,48 @@ def test_without_the_compiled_module_everything_stays_tracked() -> None:
         "r = SendResult(SendStatus.SEND_OK, 'a', 'b', q, 3, ('a',), ('b',))\n"
         "settle_batch([f], r)\n"
         "assert f.result() is r\n"
-        "print(untracked.COMPILED, gc.is_tracked(f), gc.is_tracked(r))\n"
+        "from connector.protocol.pulled import decode_records\n"
+        "messages = decode_records(bytes.fromhex(sys.argv[1]))\n"
+        "assert ','.join(m.body.hex() for m in messages) == sys.argv[2]\n"
+        "print(untracked.COMPILED, gc.is_tracked(f), gc.is_tracked(r),\n"
+        "      all(gc.is_tracked(m) for m in messages))\n"
     )
+    data = sample()
+    bodies = ",".join(m.body.hex() for m in decode_records(data))
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", code, data.hex(), bodies],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "True", "True"]
+    assert out.stdout.split() == ["False", "True", "True", "True"]
+
+
+def test_pulled_messages_stay_out_until_their_reader_sets_an_attribute() -> None:
+    messages = decode_records(sample())
+    assert not any(gc.is_tracked(m) for m in messages)
+    first = messages[0]
+    assert (first.topic, first.tags, first.queue_offset) == ("T", "TagA", 1000)
+    assert not gc.is_tracked(first)  # fields decoded on first read: plain values
+    first.note = "seen"  # type: ignore[attr-defined]
+    assert gc.is_tracked(first)
+
+
+def test_a_pulled_message_that_refers_to_itself_is_collected() -> None:
+    messages = decode_records(sample())
+    msg = messages[1]
+    msg.context = [msg]  # type: ignore[attr-defined]  # a reader's own cycle
+    ref = weakref.ref(msg)
+    del msg, messages
+    assert collected(ref)
+
+
+def test_pulled_messages_checks_its_arguments() -> None:
+    with pytest.raises(TypeError):
+        pulled_messages(PulledMessage, None, (b"a",))  # type: ignore[arg-type]  # not a list
+    with pytest.raises(TypeError):
+        pulled_messages("PulledMessage", None, [b"a"])  # type: ignore[arg-type]
+    with pytest.raises(AttributeError):  # a slot the class does not have
+        pulled_messages(SendResult, None, [b"a"])
