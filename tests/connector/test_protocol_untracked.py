@@ -18,7 +18,7 @@ from test_protocol_pulled import sample
 
 from connector.client.futures import SendFuture, settle_batch
 from connector.client.results import SendResult
-from connector.protocol.message import MessageQueue
+from connector.protocol.message import Message, MessageQueue
 from connector.protocol.pulled import PulledMessage, decode_records
 from connector.protocol.status import SendStatus
 from connector.protocol.untracked import COMPILED, pulled_messages
@@ -172,3 +172,21 @@ def test_pulled_messages_checks_its_arguments() -> None:
         pulled_messages("PulledMessage", None, [b"a"])  # type: ignore[arg-type]
     with pytest.raises(AttributeError):  # a slot the class does not have
         pulled_messages(SendResult, None, [b"a"])
+
+
+def test_messages_stay_out_and_a_subclass_stays_tracked() -> None:
+    msg = Message(topic="T", body=b"x", tags="A", keys="k1 k2", properties={"a": "b"})
+    assert not gc.is_tracked(msg)
+    msg.keys = ["k3"]
+    msg.properties["c"] = "d"
+    assert not gc.is_tracked(msg)
+
+    class Annotated(Message):  # has a __dict__: may hold anything
+        pass
+
+    sub = Annotated(topic="T", body=b"x")
+    assert gc.is_tracked(sub)
+    sub.note = sub  # type: ignore[attr-defined]
+    ref = weakref.ref(sub)
+    del sub
+    assert collected(ref)
