@@ -1,10 +1,10 @@
 /* connector.protocol._gctrack: objects the cyclic garbage collector does not traverse.
  *
  * Why (connector/protocol/untracked.py has the details and the rules): pymq makes
- * objects by the hundred thousand that cannot be part of a reference cycle (send_async's
- * futures and results, a pull answer's messages), and instances of Python classes are
- * always tracked: the collector traversed every one of them in each pass, ~40 % of a
- * per-message send_async run and 10-30 % of a pull of message objects. CPython leaves
+ * objects by the hundred thousand that cannot be part of a reference cycle (messages to
+ * send, send_async's futures and results, a pull answer's messages), and instances of
+ * Python classes are always tracked: the collector traversed every one of them in each
+ * pass, ~40 % of a per-message send_async run and 10-30 % of a pull of message objects. CPython leaves
  * tuples and dicts of plain values out of its lists the same way (_PyTuple_MaybeUntrack,
  * _PyDict_MaybeUntrack).
  *
