@@ -12,25 +12,35 @@ selection, retries, fault avoidance) as one request, and each message gets
 a ``SendResult`` of its own: its msgId, its offset msgId, its queue offset.
 
 When a batch goes out differs from RocketMQ, which holds every message for
-``batch_max_delay_ms``: here a batch goes at once while fewer than
-``IN_FLIGHT_PER_KEY`` batches of its key are on the wire, so a lone sender
-waits for nothing. A sync ``send`` that finds its key's wire idle does not
-even enter a batch: it goes out alone and its caller reads the answer
-itself (``enter_direct``), as without auto-batching; it counts as on the
-wire, so sends of other threads meanwhile gather behind it. Only while the
-wire is busy do messages gather, until a batch of theirs comes back (like
-the broker's group commit, the batch is as big as the load makes it),
-``batch_max_bytes`` are gathered, or the first has waited
-``batch_max_delay_ms``. Past ``total_batch_max_bytes`` held,
-messages are sent alone, as RocketMQ does.
+``batch_max_delay_ms``: here a batch goes as soon as the wire of its key is
+free (fewer than ``IN_FLIGHT_PER_KEY`` batches of the key on it), so a lone
+sender waits for no timer. Who starts it depends on who waits:
 
-Sending never blocks on the network: the thread whose message lets a batch
-go starts its request (remoting carries many on one connection) and
-returns; the answer arrives on the connection's reader thread, which
-completes the batch's futures (so a ``send_async`` callback runs there:
-keep it short) and starts the batch that gathered meanwhile. Two batches a
-key in flight keep a message from waiting a whole round trip under light
-load.
+- ``send_async``: the producer's sender thread (as Kafka's with ``linger.ms=0``).
+  The caller only marks the batch due and wakes that thread, which needs the
+  GIL to run: it gets it when the caller pauses (sleeps, blocks, waits for a
+  result) or after Python's switch interval, so the messages of a burst
+  (``send_async`` called ten times in a row) go as one request instead of the
+  first alone and the rest behind its round trip. A lone ``send_async`` pays
+  one thread wake-up for it (~0.05 ms here).
+- ``send``: the caller, who waits for the answer anyway. A sync ``send`` that
+  finds its key's wire idle does not even enter a batch: it goes out alone
+  and its caller reads the answer itself (``enter_direct``), as without
+  auto-batching; it counts as on the wire, so sends of other threads
+  meanwhile gather behind it.
+
+While the wire is busy messages gather, until a batch of theirs comes back
+(like the broker's group commit, the batch is as big as the load makes it),
+``batch_max_bytes`` are gathered, or the first has waited
+``batch_max_delay_ms``. Past ``total_batch_max_bytes`` held, messages are
+sent alone, as RocketMQ does.
+
+Sending never blocks the caller on the network: a request is started (remoting
+carries many on one connection) and the answer arrives on the connection's
+reader thread, which completes the batch's futures (so a ``send_async``
+callback runs there: keep it short) and starts the batch that gathered
+meanwhile. Two batches a key in flight keep a message from waiting a whole
+round trip under light load.
 """
 
 from __future__ import annotations
@@ -125,7 +135,9 @@ class ProduceAccumulator:
 
     Nothing here blocks on the network: ``send`` starts a request and returns,
     and the answer (on the connection's reader thread) completes the batch's
-    waiters and starts the batch that gathered behind it.
+    waiters and starts the batch that gathered behind it. One thread of its own
+    (the sender) starts the batches due: those of ``send_async`` on a free wire
+    (due at once) and those whose first message waited ``max_delay_s``.
     """
 
     def __init__(
@@ -152,17 +164,18 @@ class ProduceAccumulator:
         self._held = 0  # request bytes gathered or on the wire
         self._unsettled = 0  # batches taken whose waiters are not all told yet
         self._closed = False
-        self._timer = threading.Thread(target=self._expire, name=f"pymq-batch-timer-{name}")
-        self._timer.daemon = True
-        self._timer.start()
+        self._sender = threading.Thread(target=self._send_due, name=f"pymq-batch-sender-{name}")
+        self._sender.daemon = True
+        self._sender.start()
 
     def add(
         self, key: BatchKey, msg: Message, nbytes: int, waiter: Waiter, encoded: object = None
     ) -> bool:
         """Put ``msg`` (about ``nbytes`` in the request; ``encoded`` if the caller has
         encoded it) in the open batch of ``key``; ``waiter`` gets its result. False when
-        ``total_max_bytes`` are held already: the caller sends it alone. A batch that
-        can go at once is started by this thread."""
+        ``total_max_bytes`` are held already: the caller sends it alone. A full batch,
+        and a sync one that can go at once, are started by this thread; an async one
+        that can go at once is left to the sender thread."""
         ready: list[Gathered] = []
         with self._lock:
             if self._closed:
@@ -177,13 +190,19 @@ class ProduceAccumulator:
             if batch is None:
                 batch = self._open[key] = Gathered(time.monotonic() + self.max_delay_s)
                 if self._in_flight.get(key, 0) >= IN_FLIGHT_PER_KEY:
-                    self._changed.notify()  # a new deadline for the timer
+                    self._changed.notify()  # a new deadline for the sender thread
             batch.msgs.append(msg)
             batch.waiters.append(waiter)
             batch.encoded.append(encoded)
             batch.nbytes += nbytes
-            if self._in_flight.get(key, 0) < IN_FLIGHT_PER_KEY or batch.nbytes >= self.max_bytes:
+            if batch.nbytes >= self.max_bytes:
                 ready.append(self._take(key, batch))
+            elif self._in_flight.get(key, 0) < IN_FLIGHT_PER_KEY:
+                if not key[2]:  # sync: its caller starts it and waits anyway
+                    ready.append(self._take(key, batch))
+                elif batch.deadline:  # async: due now, started by the sender thread
+                    batch.deadline = 0.0
+                    self._changed.notify()
         for gathered in ready:
             self._start(key, gathered)
         return True
@@ -230,7 +249,7 @@ class ProduceAccumulator:
         with self._lock:
             while self._unsettled and (left := deadline - time.monotonic()) > 0:
                 self._changed.wait(left)
-        self._timer.join(5)
+        self._sender.join(5)
 
     # -- under the lock ----------------------------------------------------------------
 
@@ -244,7 +263,10 @@ class ProduceAccumulator:
 
     # -- sending -----------------------------------------------------------------------
 
-    def _start(self, key: BatchKey, batch: Gathered) -> None:
+    def _start(self, key: BatchKey, batch: Gathered, *, caller: bool = True) -> None:
+        """Send ``batch``; a failure to start it is every waiter's. A KeyboardInterrupt
+        (or the like) is also raised to the ``caller``; the sender thread keeps going."""
+
         def done(result: SendResult | None, error: BaseException | None) -> None:
             self._finished(key, batch, result, error)
 
@@ -252,7 +274,7 @@ class ProduceAccumulator:
             self._send(key, batch, done)
         except BaseException as exc:  # every waiter of the batch gets it
             self._finished(key, batch, None, exc)
-            if not isinstance(exc, Exception):  # KeyboardInterrupt: the caller's too
+            if caller and not isinstance(exc, Exception):
                 raise
 
     def _finished(
@@ -291,8 +313,9 @@ class ProduceAccumulator:
         if following is not None:
             self._start(key, following)
 
-    def _expire(self) -> None:
-        """Send batches whose first message has waited ``max_delay_s`` behind a busy wire."""
+    def _send_due(self) -> None:
+        """The sender thread: send batches due (async ones on a free wire at once, any
+        other once its first message has waited ``max_delay_s`` behind a busy wire)."""
         while True:
             ready: list[tuple[BatchKey, Gathered]] = []
             with self._lock:
@@ -308,7 +331,7 @@ class ProduceAccumulator:
                 if not ready:
                     self._changed.wait(None if next_due is None else next_due - now)
             for key, batch in ready:
-                self._start(key, batch)
+                self._start(key, batch, caller=False)
 
 
 def split_batch_result(result: SendResult, count: int) -> list[SendResult]:

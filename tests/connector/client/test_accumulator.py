@@ -28,7 +28,8 @@ from connector.errors import PyMQError, RemotingTimeoutError
 from connector.protocol.message import Message, MessageQueue
 from connector.protocol.status import SendStatus
 
-KEY: BatchKey = ("T", None, True)
+KEY: BatchKey = ("T", None, True)  # send_async's: batches started by the sender thread
+SYNC_KEY: BatchKey = ("T", None, False)  # send's: batches started by their caller
 QUEUE = MessageQueue("T", "broker-a", 3)
 
 
@@ -41,6 +42,7 @@ class Wire:
         self.sent = threading.Semaphore(0)
         self.hold = hold
         self.fail: BaseException | None = None
+        self.gate: threading.Event | None = None  # set: a call waits for it once sent
         self._lock = threading.Lock()
         self._pending: list[tuple[Gathered, Done]] = []
         self._credits = 0
@@ -48,6 +50,8 @@ class Wire:
     def __call__(self, key: BatchKey, batch: Gathered, done: Done) -> None:
         self.batches.append(ids_of(batch))
         self.sent.release()
+        if self.gate is not None:
+            assert self.gate.wait(10), "the test never opened the gate"
         with self._lock:
             now = not self.hold or self._credits > 0
             if now and self.hold:
@@ -101,12 +105,22 @@ def add(acc: ProduceAccumulator, msg_id: str, size: int = 10, key: BatchKey = KE
     return future
 
 
+def fill_wire(acc: ProduceAccumulator, wire: Wire) -> list[Future]:
+    """``IN_FLIGHT_PER_KEY`` async batches of one message each on the wire of KEY,
+    each sent (by the sender thread) before the next is added."""
+    futures = []
+    for i in range(IN_FLIGHT_PER_KEY):
+        futures.append(add(acc, f"w{i}"))
+        wire.wait_sent(1)
+    return futures
+
+
 def test_a_lone_message_goes_at_once_and_later_ones_gather_behind_it() -> None:
     wire = Wire()
-    acc = accumulator(wire)
+    acc = accumulator(wire)  # max_delay_ms 10 s: a lone message waits for no timer
     try:
-        first = [add(acc, f"a{i}") for i in range(IN_FLIGHT_PER_KEY)]
-        wire.wait_sent(IN_FLIGHT_PER_KEY)  # each went alone: the wire was free
+        first = fill_wire(acc, wire)
+        assert wire.batches == [["w0"], ["w1"]]  # each went alone: the wire was free
         later = [add(acc, f"b{i}") for i in range(5)]
         assert not any(f.done() for f in first + later)
         wire.release(IN_FLIGHT_PER_KEY)
@@ -129,8 +143,7 @@ def test_batch_max_bytes_closes_a_batch_and_keys_gather_apart() -> None:
     wire = Wire()
     acc = accumulator(wire, max_bytes=100)
     try:
-        blocker = [add(acc, f"w{i}") for i in range(IN_FLIGHT_PER_KEY)]
-        wire.wait_sent(IN_FLIGHT_PER_KEY)
+        blocker = fill_wire(acc, wire)
         futures = [add(acc, f"m{i}", size=30) for i in range(7)]  # 3 fit in 100 bytes
         wire.wait_sent(2)  # two full batches went although the wire was busy
         assert wire.batches[-2:] == [["m0", "m1", "m2"], ["m3", "m4", "m5"]]
@@ -152,8 +165,7 @@ def test_a_batch_waits_at_most_batch_max_delay() -> None:
     wire = Wire()
     acc = accumulator(wire, max_delay_ms=50)
     try:
-        [add(acc, f"w{i}") for i in range(IN_FLIGHT_PER_KEY)]
-        wire.wait_sent(IN_FLIGHT_PER_KEY)
+        fill_wire(acc, wire)
         late = add(acc, "late")
         wire.wait_sent(1)  # the timer sent it while the wire was still busy
         assert wire.batches[-1] == ["late"]
@@ -207,7 +219,7 @@ def test_a_caller_starts_its_own_batch_when_the_wire_is_free() -> None:
     try:
         waiter = SyncWaiter()
         threads_before = threading.active_count()
-        assert acc.add(KEY, Message("T", b"s1"), 1, waiter)
+        assert acc.add(SYNC_KEY, Message("T", b"s1"), 1, waiter)
         result = waiter.wait(0)  # answered before add returned: this thread sent it
         assert result is not None and result.msg_id == "s1"
         assert threading.active_count() == threads_before  # no thread was needed
@@ -215,11 +227,41 @@ def test_a_caller_starts_its_own_batch_when_the_wire_is_free() -> None:
         acc.close()
 
 
+def test_a_burst_of_async_sends_goes_as_one_batch() -> None:
+    """Async messages added while the sender thread is busy (as while their caller holds
+    the GIL) wait for it and go together, although the wire has room."""
+    wire = Wire(hold=False)
+    wire.gate = threading.Event()
+    acc = accumulator(wire)
+    try:
+        first = add(acc, "a")
+        wire.wait_sent(1)  # the sender thread is inside the wire's call, held at the gate
+        burst = [add(acc, f"b{i}") for i in range(5)]
+        wire.gate.set()
+        assert [f.result(10).msg_id for f in burst] == [f"b{i}" for i in range(5)]
+        assert first.result(10).msg_id == "a"
+        assert wire.batches == [["a"], [f"b{i}" for i in range(5)]]
+    finally:
+        wire.gate = None
+        acc.close()
+
+
+def test_the_sender_thread_survives_a_keyboard_interrupt_from_a_send() -> None:
+    wire = Wire(hold=False)
+    wire.fail = KeyboardInterrupt()
+    acc = accumulator(wire)
+    try:
+        assert isinstance(add(acc, "x").exception(10), KeyboardInterrupt)
+        wire.fail = None
+        assert add(acc, "y").result(10).msg_id == "y"  # the sender thread still sends
+    finally:
+        acc.close()
+
+
 def test_close_sends_what_is_gathered_and_refuses_more() -> None:
     wire = Wire()
     acc = accumulator(wire)
-    blocker = [add(acc, f"w{i}") for i in range(IN_FLIGHT_PER_KEY)]
-    wire.wait_sent(IN_FLIGHT_PER_KEY)
+    blocker = fill_wire(acc, wire)
     gathered = [add(acc, f"g{i}") for i in range(3)]
     wire.hold = False
     wire.release(100)
@@ -252,7 +294,7 @@ def test_an_interrupted_caller_leaves_the_accumulator_usable() -> None:
         wire.fail = KeyboardInterrupt()
         waiter = SyncWaiter()
         with pytest.raises(KeyboardInterrupt):
-            acc.add(KEY, Message("T", b"i1"), 1, waiter)
+            acc.add(SYNC_KEY, Message("T", b"i1"), 1, waiter)
         with pytest.raises(KeyboardInterrupt):
             waiter.wait(0)
         wire.fail = None
