@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from broker.client_manager import ClientManager
 from broker.config import BrokerConfig
-from broker.longpoll import PullRequestHoldService
+from broker.longpoll import HeldPull, PullRequestHoldService
 from broker.metrics import BrokerMetrics
 from broker.processors import AdminProcessor, PullMessageProcessor, SendMessageProcessor
 from broker.processors.send import SendOutcome
@@ -104,6 +104,23 @@ class BrokerController:
         """On SIGTERM: long polls answer now instead of holding the shutdown."""
         if self.hold is not None:
             self.hold.loop.call_soon_threadsafe(self.hold.wake_all)
+
+    def hold_pull(
+        self, topic: str, queue_id: int, offset: int, wait_ms: int, on_done: Callable[[bool], None]
+    ) -> HeldPull:
+        """Long polling with a callback (loop thread): ``on_done(True)`` once the queue
+        holds a message past ``offset``, run inside the append that put it there;
+        ``on_done(False)`` after ``wait_ms`` (at most ``max_pull_wait_ms``)."""
+        assert self.hold is not None
+        store = self.store
+        return self.hold.hold(
+            topic,
+            queue_id,
+            offset,
+            min(wait_ms, self.config.max_pull_wait_ms) / 1000,
+            lambda: store.get_max_offset_in_queue(topic, queue_id),
+            on_done,
+        )
 
     async def arrival(self, topic: str, queue_id: int, offset: int, wait_ms: int) -> bool:
         """Long polling: True once the queue holds a message past ``offset``; False after

@@ -4,28 +4,82 @@ RocketMQ's PullRequestHoldService, for asyncio. The store calls ``notify``
 after every append, from whatever thread appended; when nobody waits on
 that queue it costs one dict lookup. Waiters are woken on the event loop:
 at once when the append ran on it (the usual case: a send handled on the
-loop), else through ``call_soon_threadsafe``. A waiter's pull resumes in
-the loop's next step after the wake (a timer handles its timeout, not
-``asyncio.wait_for``, whose wrapper costs steps of its own).
+loop), else through ``call_soon_threadsafe``.
+
+A held pull is a callback (``hold``), run inside the wake: the remoting edge
+answers the pull right there, in the send's own loop step, before the send
+is answered (measured on the end-to-end workload: the consumer's answer went
+out ~0.1 ms after the send's, a loop step and a task later, when a held pull
+was a coroutine resumed after the wake). ``wait`` is the same as a
+coroutine, for the REST edge. A timer handles a waiter's timeout, not
+``asyncio.wait_for``, whose wrapper costs steps of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections import defaultdict
 from collections.abc import Callable
 
-__all__ = ["PullRequestHoldService"]
+__all__ = ["HeldPull", "PullRequestHoldService"]
+
+log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
+
+
+class HeldPull:
+    """One waiting pull: ``on_done(True)`` once a message lands past ``offset``,
+    ``on_done(False)`` when its time is up; called once, on the loop's thread."""
+
+    __slots__ = ("done", "key", "offset", "on_done", "service", "timer")
+
+    def __init__(
+        self,
+        service: PullRequestHoldService,
+        key: Key,
+        offset: int,
+        on_done: Callable[[bool], None],
+    ) -> None:
+        self.service = service
+        self.key = key
+        self.offset = offset
+        self.on_done = on_done
+        self.done = False
+        self.timer: asyncio.TimerHandle | None = None
+
+    def fire(self, arrived: bool) -> None:
+        if self.done:
+            return
+        self.done = True
+        if self.timer is not None:
+            self.timer.cancel()
+        try:
+            self.on_done(arrived)
+        except Exception:  # a defect in a waiter must not fail the append that woke it
+            log.exception("a held pull's answer failed")
+
+    def cancel(self) -> None:
+        """Forget it (its connection closed): ``on_done`` is never called."""
+        if self.done:
+            return
+        self.done = True
+        if self.timer is not None:
+            self.timer.cancel()
+        self.service.forget(self)
+
+    def _expire(self) -> None:
+        self.service.forget(self)
+        self.fire(False)
 
 
 class PullRequestHoldService:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._loop_thread = threading.get_ident()  # made on the loop's thread
-        self._waiters: dict[Key, list[tuple[int, asyncio.Future[bool]]]] = defaultdict(list)
+        self._waiters: dict[Key, list[HeldPull]] = defaultdict(list)
 
     def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
         """Store arrival listener: any thread."""
@@ -40,51 +94,68 @@ class PullRequestHoldService:
         waiters = self._waiters.get(key)
         if not waiters:
             return
-        keep = []
-        for offset, fut in waiters:
-            if offset < max_offset:
-                if not fut.done():
-                    fut.set_result(True)
-            elif not fut.done():
-                keep.append((offset, fut))
+        due = [h for h in waiters if h.offset < max_offset]
+        if not due:
+            return
+        keep = [h for h in waiters if h.offset >= max_offset]
         if keep:
             self._waiters[key] = keep
         else:
             self._waiters.pop(key, None)
+        for held in due:
+            held.fire(True)
+
+    def hold(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        timeout_s: float,
+        max_offset: Callable[[], int],
+        on_done: Callable[[bool], None],
+    ) -> HeldPull:
+        """Call ``on_done(True)`` once the queue's max offset passes ``offset`` (now, if
+        it did already), ``on_done(False)`` after ``timeout_s``. Loop thread only.
+
+        ``max_offset`` is read once the waiter is registered: an append that lands
+        in between is then either seen here or notified.
+        """
+        key = (topic, queue_id)
+        held = HeldPull(self, key, offset, on_done)
+        self._waiters[key].append(held)
+        if max_offset() > offset:
+            self.forget(held)
+            held.fire(True)
+            return held
+        held.timer = self.loop.call_later(timeout_s, held._expire)
+        return held
+
+    def forget(self, held: HeldPull) -> None:
+        waiters = self._waiters.get(held.key)
+        if waiters is None:
+            return
+        waiters[:] = [h for h in waiters if h is not held]
+        if not waiters:
+            self._waiters.pop(held.key, None)
 
     async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float,
                    max_offset: Callable[[], int]) -> bool:  # fmt: skip
-        """Wait until the queue's max offset passes ``offset``; False on timeout.
-
-        ``max_offset`` is read once the waiter is registered: an append that
-        lands in between is then either seen here or notified.
-        """
-        key = (topic, queue_id)
+        """``hold`` as a coroutine: True once a message lands past ``offset``, False on
+        timeout; a cancelled wait forgets its waiter."""
         fut: asyncio.Future[bool] = self.loop.create_future()
-        self._waiters[key].append((offset, fut))
-        if max_offset() > offset:
-            fut.set_result(True)
-        timer = self.loop.call_later(timeout_s, _expire, fut)
+
+        def settle(arrived: bool) -> None:
+            if not fut.done():
+                fut.set_result(arrived)
+
+        held = self.hold(topic, queue_id, offset, timeout_s, max_offset, settle)
         try:
             return await fut
         finally:
-            timer.cancel()
-            waiters = self._waiters.get(key)
-            if waiters is not None:
-                waiters[:] = [w for w in waiters if w[1] is not fut]
-                if not waiters:
-                    self._waiters.pop(key, None)
+            held.cancel()
 
     def wake_all(self) -> None:
         """Answer every waiting pull now (on shutdown); loop thread only."""
-        for waiters in self._waiters.values():
-            for _, fut in waiters:
-                if not fut.done():
-                    fut.set_result(True)
-        self._waiters.clear()
-
-
-def _expire(fut: asyncio.Future[bool]) -> None:
-    """A waiter's time is up: nothing arrived (unless a wake came first)."""
-    if not fut.done():
-        fut.set_result(False)
+        waiters, self._waiters = self._waiters, defaultdict(list)
+        for held in [h for hs in waiters.values() for h in hs]:
+            held.fire(True)

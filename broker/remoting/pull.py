@@ -13,16 +13,15 @@ With the commit-offset bit, the group's offset is committed on the way.
 from __future__ import annotations
 
 import logging
-from collections.abc import Coroutine
-from typing import Any
 
 from broker.controller import BrokerController
+from broker.longpoll import HeldPull
 from broker.processors.pull import PullOutcome
 from connector.errors import ClientError, InvalidOffsetError, PyMQError
 from connector.protocol.hashing import parse_tags
 from connector.protocol.remoting import MAX_FRAME_BYTES, RemotingCommand, ResponseCode
 from connector.protocol.status import PullStatus
-from connector.server.remoting import Channel, Ext
+from connector.server.remoting import Channel, Ext, error_response
 
 __all__ = ["PullHandlers"]
 
@@ -44,9 +43,7 @@ class PullHandlers:
     def __init__(self, ctrl: BrokerController) -> None:
         self.ctrl = ctrl
 
-    def pull(
-        self, channel: Channel, request: RemotingCommand
-    ) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
+    def pull(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         ext = Ext(request.ext)
         topic = ext.text("topic")
         queue_id = ext.number("queueId")
@@ -76,13 +73,15 @@ class PullHandlers:
             and wait_ms > 0
             and self.ctrl.config.long_polling_enable
         ):
-            return self._held(
-                request, out, topic, queue_id, offset, max_nums, tags, max_bytes, wait_ms
+            self._hold(
+                channel, request, out, topic, queue_id, offset, max_nums, tags, max_bytes, wait_ms
             )
+            return None  # answered by _hold's callback
         return self._answer(request, out)
 
-    async def _held(
+    def _hold(
         self,
+        channel: Channel,
         request: RemotingCommand,
         out: PullOutcome,
         topic: str,
@@ -92,16 +91,38 @@ class PullHandlers:
         tags: frozenset[str] | None,
         max_bytes: int,
         wait_ms: int,
-    ) -> RemotingCommand:
+    ) -> None:
+        """Hold the pull; it is answered from inside the append that wakes it (the
+        send's loop step, before the send's own answer) or when its time is up."""
         ctrl = self.ctrl
-        if await ctrl.arrival(topic, queue_id, out.next_begin_offset, wait_ms):
+        owed: list[HeldPull] = []
+
+        def answer(arrived: bool) -> None:
+            if owed:
+                channel.paid(owed[0])
+            if channel.closed:
+                return
+            response: RemotingCommand
             try:
-                out = ctrl.pull.pull(
-                    topic, queue_id, offset, max_nums, tags=tags, max_bytes=max_bytes
-                )
+                response = self._answer(request, out)
+                if arrived:
+                    again = ctrl.pull.pull(
+                        topic, queue_id, offset, max_nums, tags=tags, max_bytes=max_bytes
+                    )
+                    response = self._answer(request, again)
             except InvalidOffsetError as exc:
-                return self._moved(request, exc)
-        return self._answer(request, out)
+                response = self._moved(request, exc)
+            except PyMQError as exc:  # e.g. the topic was deleted meanwhile
+                response = error_response(request, exc)
+            except Exception:  # a defect: answered, logged, the append that woke it goes on
+                log.exception("answering a held pull of %s:%d failed", topic, queue_id)
+                response = request.response(ResponseCode.SYSTEM_ERROR, remark="internal error")
+            channel.reply(request, response)
+
+        held = ctrl.hold_pull(topic, queue_id, out.next_begin_offset, wait_ms, answer)
+        if not held.done:
+            owed.append(held)
+            channel.owe(held)
 
     def _answer(self, request: RemotingCommand, out: PullOutcome) -> RemotingCommand:
         ctrl = self.ctrl

@@ -7,7 +7,9 @@ so a slow request (a long poll, a SYNC_FLUSH send waiting for its group
 commit) never holds up the ones behind it: answers go out in the order they
 are ready, matched by ``opaque``. A handler returns the response at once, an
 ``asyncio.Future`` of it, or a coroutine (run as a task); ``None`` means no
-answer (oneway requests never get one).
+answer now: oneway requests never get one, and a handler that answers later
+from a callback of its own (a held pull) calls ``Channel.reply`` then, having
+told the channel what to cancel should the connection close first (``owe``).
 
 The server can call a client on its connection (``Channel.invoke``: the
 broker's CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED); the client's
@@ -28,7 +30,7 @@ import itertools
 import logging
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from connector.errors import ClientError, PyMQError
 from connector.protocol.remoting import (
@@ -57,6 +59,12 @@ log = logging.getLogger(__name__)
 
 ERROR_CODE_EXT = "errorCode"
 Reply = RemotingCommand | None
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> object: ...
+
+
 Handler = Callable[["Channel", RemotingCommand], "Reply | Awaitable[Reply]"]
 
 # pymq error codes -> the RocketMQ response code a RocketMQ client acts on
@@ -108,6 +116,7 @@ class Channel(asyncio.Protocol):
         self.closed = False
         self._calls: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._owed: set[Cancellable] = set()  # answers a handler gives later (held pulls)
 
     # -- asyncio.Protocol --------------------------------------------------------------
 
@@ -130,6 +139,9 @@ class Channel(asyncio.Protocol):
         self._calls.clear()
         for task in self._tasks:
             task.cancel()
+        owed, self._owed = self._owed, set()
+        for pending in owed:
+            pending.cancel()
         for listener in self.server.close_listeners:
             try:
                 listener(self)
@@ -193,6 +205,14 @@ class Channel(asyncio.Protocol):
             self.reply(
                 request, request.response(ResponseCode.SYSTEM_ERROR, remark="internal error")
             )
+
+    def owe(self, pending: Cancellable) -> None:
+        """A handler that returned None answers later (``reply``); until it does,
+        ``pending.cancel()`` runs if the connection closes first."""
+        self._owed.add(pending)
+
+    def paid(self, pending: Cancellable) -> None:
+        self._owed.discard(pending)
 
     def reply(self, request: RemotingCommand, response: Reply) -> None:
         if response is None or request.flag & FLAG_ONEWAY:

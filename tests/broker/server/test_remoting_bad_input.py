@@ -444,6 +444,56 @@ def test_pull_with_a_negative_offset_is_moved_to_the_start(wire: Wire, topic: st
     assert resp.ext["minOffset"] == "0" and resp.ext["maxOffset"] == "2"
 
 
+def test_a_held_pull_is_answered_before_the_send_that_wakes_it(wire: Wire, topic: str) -> None:
+    """The held pull is answered from inside the append (one connection: frame order)."""
+    held = wire.send(
+        RemotingCommand(
+            RequestCode.PULL_MESSAGE,
+            {
+                "consumerGroup": "CID_bad_input",
+                "topic": topic,
+                "queueId": "0",
+                "queueOffset": "0",
+                "maxMsgNums": "32",
+                "sysFlag": "2",  # suspend
+                "suspendTimeoutMillis": "5000",
+                "subscription": "*",
+            },
+        )
+    )
+    wire.max_offset(topic, 0)  # answered while the pull is held: it is parked
+    sent = wire.send(send_v2(topic, b"wake", queue_id=0))
+    first, second = wire.read(), wire.read()
+    assert (first.opaque, second.opaque) == (held, sent)
+    assert first.code == ResponseCode.SUCCESS and second.code == ResponseCode.SUCCESS
+    assert [decode_record(r).body for r in split_records(bytes(first.body))] == [b"wake"]
+
+
+def test_a_connection_closed_with_a_pull_held_leaves_the_queue_working(
+    broker: str, wire: Wire, topic: str
+) -> None:
+    gone = Wire(broker)
+    gone.send(
+        RemotingCommand(
+            RequestCode.PULL_MESSAGE,
+            {
+                "topic": topic,
+                "queueId": "1",
+                "queueOffset": "0",
+                "maxMsgNums": "32",
+                "sysFlag": "2",
+                "suspendTimeoutMillis": "5000",
+            },
+        )
+    )
+    gone.max_offset(topic, 1)  # the pull is held
+    gone.close()
+    assert wire.call(send_v2(topic, b"after", queue_id=1)).code == ResponseCode.SUCCESS
+    assert [decode_record(r).body for r in split_records(bytes(wire.pull(topic, 1, 0).body))] == [
+        b"after"
+    ]
+
+
 def test_bad_pull_fields(wire: Wire, topic: str) -> None:
     resp = wire.pull(topic, 0, 0, queueOffset="zero")
     assert resp.code != ResponseCode.SUCCESS and "queueOffset" in (resp.remark or "")

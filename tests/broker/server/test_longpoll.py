@@ -1,0 +1,123 @@
+"""PullRequestHoldService on a real event loop: who is answered, when, and only once."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import pytest
+
+from broker.longpoll import PullRequestHoldService
+
+
+def run(coro_fn):  # type: ignore[no-untyped-def]
+    return asyncio.run(asyncio.wait_for(coro_fn(), 10))
+
+
+def test_a_held_pull_is_answered_inside_the_notify_of_its_append() -> None:
+    async def main() -> list[tuple[str, bool]]:
+        hold = PullRequestHoldService(asyncio.get_running_loop())
+        calls: list[tuple[str, bool]] = []
+        hold.hold("T", 0, 5, 10.0, lambda: 5, lambda ok: calls.append(("q0", ok)))
+        hold.hold("T", 1, 5, 10.0, lambda: 5, lambda ok: calls.append(("q1", ok)))
+        hold.notify("T", 0, 5)  # not past its offset: still held
+        assert calls == []
+        hold.notify("T", 0, 6)
+        seen = list(calls)  # before any other loop step: answered within the notify
+        hold.wake_all()
+        return seen + calls[len(seen) :]
+
+    assert run(main) == [("q0", True), ("q1", True)]
+
+
+def test_a_held_pull_times_out_once_and_a_later_append_does_not_call_it_again() -> None:
+    async def main() -> list[bool]:
+        hold = PullRequestHoldService(asyncio.get_running_loop())
+        calls: list[bool] = []
+        hold.hold("T", 0, 0, 0.05, lambda: 0, calls.append)
+        await asyncio.sleep(0.3)
+        hold.notify("T", 0, 1)
+        return calls
+
+    assert run(main) == [False]
+
+
+def test_an_append_already_there_answers_at_once() -> None:
+    async def main() -> tuple[list[bool], bool]:
+        hold = PullRequestHoldService(asyncio.get_running_loop())
+        calls: list[bool] = []
+        held = hold.hold("T", 0, 3, 10.0, lambda: 4, calls.append)  # landed meanwhile
+        return calls, held.done
+
+    assert run(main) == ([True], True)
+
+
+def test_a_cancelled_pull_is_never_answered_and_is_forgotten() -> None:
+    async def main() -> tuple[list[bool], bool]:
+        hold = PullRequestHoldService(asyncio.get_running_loop())
+        calls: list[bool] = []
+        held = hold.hold("T", 0, 0, 0.05, lambda: 0, calls.append)
+        held.cancel()  # its connection closed
+        hold.notify("T", 0, 1)
+        await asyncio.sleep(0.2)  # past its timeout too
+        return calls, ("T", 0) in hold._waiters
+
+    assert run(main) == ([], False)
+
+
+def test_an_append_on_another_thread_answers_on_the_loop() -> None:
+    async def main() -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        hold = PullRequestHoldService(loop)
+        answered = asyncio.Event()
+        where: list[bool] = []
+
+        def on_done(ok: bool) -> None:
+            where.append(threading.get_ident() == loop_thread)
+            answered.set()
+
+        loop_thread = threading.get_ident()
+        hold.hold("T", 0, 0, 10.0, lambda: 0, on_done)
+        await asyncio.to_thread(hold.notify, "T", 0, 1)
+        await answered.wait()
+        return where == [True], ("T", 0) in hold._waiters
+
+    assert run(main) == (True, False)
+
+
+def test_a_failing_answer_is_logged_and_the_others_are_still_answered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def main() -> list[bool]:
+        hold = PullRequestHoldService(asyncio.get_running_loop())
+        calls: list[bool] = []
+
+        def broken(ok: bool) -> None:
+            raise RuntimeError("a defect")
+
+        hold.hold("T", 0, 0, 10.0, lambda: 0, broken)
+        hold.hold("T", 0, 0, 10.0, lambda: 0, calls.append)
+        hold.notify("T", 0, 1)  # the append that woke them does not see the error
+        return calls
+
+    with caplog.at_level(logging.ERROR, logger="broker.longpoll"):
+        assert run(main) == [True]
+    assert "held pull" in caplog.text
+
+
+def test_wait_is_hold_as_a_coroutine_and_a_cancelled_wait_forgets_its_waiter() -> None:
+    async def main() -> tuple[bool, bool, bool]:
+        hold = PullRequestHoldService(asyncio.get_running_loop())
+        waiting = asyncio.ensure_future(hold.wait("T", 0, 0, 10.0, lambda: 0))
+        await asyncio.sleep(0)
+        hold.notify("T", 0, 1)
+        woke = await waiting
+        timed_out = not await hold.wait("T", 0, 1, 0.05, lambda: 1)
+        cancelled = asyncio.ensure_future(hold.wait("T", 0, 1, 10.0, lambda: 1))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        await asyncio.sleep(0)
+        return woke, timed_out, ("T", 0) in hold._waiters
+
+    assert run(main) == (True, True, False)
