@@ -99,9 +99,6 @@ def _run(args: argparse.Namespace) -> int:
     # 5 ms while a request waits: that is the p99 of a single send otherwise
     sys.setswitchinterval(0.0005)
     app = create_app(controller)
-    # the long-lived objects of the process (modules, app, compiled kernels) leave the
-    # collector's view, so full collections stay short while requests wait on them
-    gc.freeze()
     return serve(
         app,
         sock,
@@ -109,4 +106,8 @@ def _run(args: argparse.Namespace) -> int:
         log_level=config.log_level,
         on_exit=controller.wake_waiters,
         remoting=(remoting_server(controller), rsock),
+        # once started (store recovered, compiled kernels loaded: ~100,000 objects of
+        # numba's), the long-lived objects of the process leave the collector's view, so
+        # a full collection takes ~1 ms instead of the 14 ms a send waited on one
+        on_ready=gc.freeze,
     )

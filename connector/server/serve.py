@@ -130,6 +130,7 @@ def serve(
     log_level: str = "warning",
     on_exit: Callable[[], None] | None = None,
     remoting: tuple[RemotingServer, socket.socket] | None = None,
+    on_ready: Callable[[], None] | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT; print ``ready_line`` once, when both listeners accept.
 
@@ -137,10 +138,13 @@ def serve(
     started once the app's lifespan startup is done and stopped before its shutdown.
 
     ``on_exit`` runs when the signal arrives (e.g. to answer held long polls
-    so the graceful shutdown does not wait for them).
+    so the graceful shutdown does not wait for them); ``on_ready`` once the
+    startup is done, just before the ready line.
     """
 
     def ready() -> None:
+        if on_ready is not None:
+            on_ready()
         print(ready_line, flush=True)
 
     server = _Server(_uvicorn_config(app, log_level), ready, on_exit, remoting)
