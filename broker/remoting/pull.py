@@ -104,12 +104,12 @@ class PullHandlers:
                 return
             response: RemotingCommand
             try:
-                response = self._answer(request, out)
+                found = out
                 if arrived:
-                    again = ctrl.pull.pull(
+                    found = ctrl.pull.pull(
                         topic, queue_id, offset, max_nums, tags=tags, max_bytes=max_bytes
                     )
-                    response = self._answer(request, again)
+                response = self._answer(request, found)
             except InvalidOffsetError as exc:
                 response = self._moved(request, exc)
             except PyMQError as exc:  # e.g. the topic was deleted meanwhile

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 import socket
 import struct
 import time
 from collections.abc import Iterator
 
+import httpx
 import orjson
 import pytest
 from conftest import Servers
@@ -33,6 +35,7 @@ from connector.protocol.remoting import (
     encode_frame,
 )
 from connector.protocol.wire import split_records
+from connector.server.local.process import ServerProcess
 
 WAIT_S = 10.0
 QUEUES = 4
@@ -122,10 +125,24 @@ def raw_frame(header: bytes, body: bytes = b"", serialize_type: int = 0) -> byte
 
 
 @pytest.fixture(scope="module")
-def addrs(module_servers: Servers) -> tuple[str, str]:
-    """One NameServer and one broker registered with it: (NameServer, broker) addresses."""
+def processes(module_servers: Servers) -> tuple[str, ServerProcess]:
+    """One NameServer and one broker registered with it: the NameServer's address and
+    the broker."""
     ns = module_servers.namesrv()
-    return ns.addr, module_servers.broker(namesrv=ns.addr).addr
+    return ns.addr, module_servers.broker(namesrv=ns.addr)
+
+
+@pytest.fixture(scope="module")
+def addrs(processes: tuple[str, ServerProcess]) -> tuple[str, str]:
+    """(NameServer, broker) remoting addresses."""
+    return processes[0], processes[1].addr
+
+
+def pull_counts(processes: tuple[str, ServerProcess]) -> dict[str, float]:
+    """The broker's ``pymq_pull_requests_total`` by status (its REST /metrics)."""
+    text = httpx.get(f"http://{processes[1].http_addr}/metrics", timeout=WAIT_S).text
+    found = re.findall(r'^pymq_pull_requests_total\{status="(\w+)"\} (\S+)$', text, re.M)
+    return {status: float(value) for status, value in found}
 
 
 @pytest.fixture(scope="module")
@@ -444,8 +461,12 @@ def test_pull_with_a_negative_offset_is_moved_to_the_start(wire: Wire, topic: st
     assert resp.ext["minOffset"] == "0" and resp.ext["maxOffset"] == "2"
 
 
-def test_a_held_pull_is_answered_before_the_send_that_wakes_it(wire: Wire, topic: str) -> None:
-    """The held pull is answered from inside the append (one connection: frame order)."""
+def test_a_held_pull_is_answered_before_the_send_that_wakes_it(
+    processes: tuple[str, ServerProcess], wire: Wire, topic: str
+) -> None:
+    """The held pull is answered from inside the append (one connection: frame order),
+    and counted once, as FOUND."""
+    before = pull_counts(processes)
     held = wire.send(
         RemotingCommand(
             RequestCode.PULL_MESSAGE,
@@ -467,6 +488,9 @@ def test_a_held_pull_is_answered_before_the_send_that_wakes_it(wire: Wire, topic
     assert (first.opaque, second.opaque) == (held, sent)
     assert first.code == ResponseCode.SUCCESS and second.code == ResponseCode.SUCCESS
     assert [decode_record(r).body for r in split_records(bytes(first.body))] == [b"wake"]
+    after = pull_counts(processes)
+    delta = {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before)}
+    assert {k: v for k, v in delta.items() if v} == {"FOUND": 1}
 
 
 def test_a_connection_closed_with_a_pull_held_leaves_the_queue_working(
