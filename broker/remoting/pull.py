@@ -21,7 +21,7 @@ from connector.errors import ClientError, InvalidOffsetError, PyMQError
 from connector.protocol.hashing import parse_tags
 from connector.protocol.remoting import MAX_FRAME_BYTES, RemotingCommand, ResponseCode
 from connector.protocol.status import PullStatus
-from connector.server.remoting import Channel, Ext, error_response
+from connector.server.remoting import Channel, Ext
 
 __all__ = ["PullHandlers"]
 
@@ -102,22 +102,19 @@ class PullHandlers:
                 channel.paid(owed[0])
             if channel.closed:
                 return
-            response: RemotingCommand
             try:
                 found = out
                 if arrived:
                     found = ctrl.pull.pull(
                         topic, queue_id, offset, max_nums, tags=tags, max_bytes=max_bytes
                     )
-                response = self._answer(request, found)
+                channel.reply(request, self._answer(request, found))
             except InvalidOffsetError as exc:
-                response = self._moved(request, exc)
-            except PyMQError as exc:  # e.g. the topic was deleted meanwhile
-                response = error_response(request, exc)
-            except Exception:  # a defect: answered, logged, the append that woke it goes on
-                log.exception("answering a held pull of %s:%d failed", topic, queue_id)
-                response = request.response(ResponseCode.SYSTEM_ERROR, remark="internal error")
-            channel.reply(request, response)
+                channel.reply(request, self._moved(request, exc))
+            # e.g. the topic was deleted meanwhile; a defect is logged, and the append that
+            # woke this pull goes on either way
+            except Exception as exc:  # noqa: BLE001
+                channel.reply_error(request, exc)
 
         held = ctrl.hold_pull(topic, queue_id, out.next_begin_offset, wait_ms, answer)
         if not held.done:

@@ -170,14 +170,8 @@ class Channel(asyncio.Protocol):
         handler = self.server.handlers.get(request.code, _not_supported)
         try:
             out = handler(self, request)
-        except PyMQError as exc:
-            self.reply(request, error_response(request, exc))
-            return
-        except Exception:  # a defect: answer SYSTEM_ERROR, log it, keep serving
-            log.exception("request code %d failed", request.code)
-            self.reply(
-                request, request.response(ResponseCode.SYSTEM_ERROR, remark="internal error")
-            )
+        except Exception as exc:  # noqa: BLE001 - answered (a defect: logged), keep serving
+            self.reply_error(request, exc)
             return
         if out is None or isinstance(out, RemotingCommand):
             self.reply(request, out)
@@ -198,13 +192,17 @@ class Channel(asyncio.Protocol):
         exc = fut.exception()
         if exc is None:
             self.reply(request, fut.result())
-        elif isinstance(exc, PyMQError):
-            self.reply(request, error_response(request, exc))
         else:
-            log.error("request code %d failed", request.code, exc_info=exc)
-            self.reply(
-                request, request.response(ResponseCode.SYSTEM_ERROR, remark="internal error")
-            )
+            self.reply_error(request, exc)
+
+    def reply_error(self, request: RemotingCommand, exc: BaseException) -> None:
+        """Answer ``request`` with what ``exc`` means: a ``PyMQError`` as its response
+        code, anything else (a defect) as SYSTEM_ERROR, logged."""
+        if isinstance(exc, PyMQError):
+            self.reply(request, error_response(request, exc))
+            return
+        log.error("request code %d failed", request.code, exc_info=exc)
+        self.reply(request, request.response(ResponseCode.SYSTEM_ERROR, remark="internal error"))
 
     def owe(self, pending: Cancellable) -> None:
         """A handler that returned None answers later (``reply``); until it does,

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from connector.errors import ConfigError, RemotingError, RemotingTimeoutError
+from connector.errors import ConfigError, RemotingError, RemotingTimeoutError, TopicNotExistError
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.remoting.client import RemotingClient, RemotingConnection
 from connector.server.remoting import Channel, RemotingServer
@@ -527,3 +527,42 @@ def test_a_negative_busy_poll_window_is_refused() -> None:
         RemotingClient(busy_poll_us=-1)
     with pytest.raises(ValueError):
         RemotingServer(busy_poll_us=-1)
+
+
+def test_handler_errors_are_answered_and_the_connection_goes_on(
+    server: LoopServer, conn: RemotingConnection, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pymq error is answered with its response code and errorCode, a defect with
+    SYSTEM_ERROR (logged), whether the handler raised or its future failed."""
+
+    def refuse(_: Channel, request: RemotingCommand) -> RemotingCommand:
+        raise TopicNotExistError("no topic here")
+
+    def defect(_: Channel, request: RemotingCommand) -> RemotingCommand:
+        raise RuntimeError("a bug")
+
+    async def refuse_later(_: Channel, request: RemotingCommand) -> RemotingCommand:
+        raise TopicNotExistError("not here either")
+
+    async def defect_later(_: Channel, request: RemotingCommand) -> RemotingCommand:
+        raise RuntimeError("a later bug")
+
+    for code, handler in (
+        (9101, refuse),
+        (9102, defect),
+        (9103, refuse_later),
+        (9104, defect_later),
+    ):
+        server.server.register(code, handler)
+    with caplog.at_level("ERROR", logger="connector.server.remoting"):
+        answers = [conn.invoke(RemotingCommand(code), WAIT_S) for code in (9101, 9102, 9103, 9104)]
+    assert [a.code for a in answers] == [
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SYSTEM_ERROR,
+    ]
+    assert answers[0].ext["errorCode"] == "TOPIC_NOT_EXIST" and answers[0].remark == "no topic here"
+    assert answers[1].remark == "internal error" and "a bug" not in (answers[1].remark or "")
+    assert "a bug" in caplog.text and "a later bug" in caplog.text
+    echo(conn, b"still serving")
