@@ -46,6 +46,7 @@ round trip under light load.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -65,6 +66,7 @@ __all__ = [
     "SyncWaiter",
     "Waiter",
     "split_batch_result",
+    "wake_in_chain",
 ]
 
 # batches of one key on the wire at once before messages of that key gather
@@ -82,31 +84,98 @@ class Waiter(Protocol):
 
 class SyncWaiter:
     """A sync send's wait for its batch: one lock, released when the answer is in
-    (a ``Future`` costs a condition, a lock and a callback list more)."""
+    (a ``Future`` costs a condition, a lock and a callback list more).
 
-    __slots__ = ("_done", "error", "result")
+    The callers of one batch are woken in a chain (``wake_in_chain``): the reader
+    thread gives each its place in the batch's result and wakes the first only;
+    each caller, once running, wakes the next before anything else. Woken all at
+    once by the reader thread (which holds the GIL meanwhile), they would wake
+    into a held GIL and sleep again on it: two context switches a message instead
+    of one. With 64 threads sending sync this took the client's CPU from ~37 to
+    ~29 us a message and its throughput up by a fifth (see ``wake_in_chain``). A
+    caller's own ``SendResult`` is made in its own thread, not the reader's.
+
+    A caller that stops waiting (its time is up, or it is interrupted) marks
+    itself abandoned: a waker skips it, and if its answer was in already it wakes
+    the next itself, so the chain never stops at a caller who left.
+    """
+
+    __slots__ = ("_abandoned", "_batch", "_done", "_index", "error", "next")
 
     def __init__(self) -> None:
         self._done = threading.Lock()
         self._done.acquire()
-        self.result: SendResult | None = None
+        self._batch: SendResult | None = None  # the batch's result; ours is its _index-th
+        self._index = -1  # -1: the batch's result is ours (a batch of one, or set_result)
         self.error: BaseException | None = None
+        self.next: SyncWaiter | None = None  # woken by this one, in a chain
+        self._abandoned = False
 
     def set_result(self, result: SendResult) -> None:
-        self.result = result
-        self._done.release()
+        self._batch = result
+        with contextlib.suppress(RuntimeError):  # woken already
+            self._done.release()
 
     def set_exception(self, exception: BaseException) -> None:
         self.error = exception
-        self._done.release()
+        with contextlib.suppress(RuntimeError):  # woken already
+            self._done.release()
+
+    @property
+    def result(self) -> SendResult | None:
+        batch = self._batch
+        if batch is None or self._index < 0:
+            return batch
+        return batch.one(self._index)
 
     def wait(self, timeout_s: float) -> SendResult | None:
         """The result, None if none came within ``timeout_s``; raises the batch's error."""
-        if not self._done.acquire(timeout=timeout_s):
+        try:
+            woken = self._done.acquire(timeout=timeout_s)
+        except BaseException:  # interrupted: whoever comes after still gets woken
+            self._abandon()
+            raise
+        if not woken and not self._abandon():
             return None
+        if woken:
+            self._wake_next()
         if self.error is not None:
             raise self.error
         return self.result
+
+    def _abandon(self) -> bool:
+        """No longer waiting. Whether the answer was in already: then the chain may be
+        on its way here and would skip this waiter, so it wakes the next itself.
+        (Under the GIL a waker either sees the mark, or wakes this one before it.)"""
+        self._abandoned = True
+        if self._batch is None and self.error is None:
+            return False
+        _wake_first(self.next)
+        return True
+
+    def _wake_next(self) -> None:
+        _wake_first(self.next)
+
+
+def _wake_first(waiter: SyncWaiter | None) -> None:
+    """Wake ``waiter``, or the first after it in its chain that still waits."""
+    while waiter is not None:
+        if not waiter._abandoned:
+            with contextlib.suppress(RuntimeError):  # it woke the next itself already
+                waiter._done.release()
+            return
+        waiter = waiter.next
+
+
+def wake_in_chain(waiters: list[SyncWaiter], result: SendResult) -> None:
+    """Every caller of a batch done with its message's result, woken in a chain (see
+    ``SyncWaiter``): the results are all in before the first is woken."""
+    single = len(waiters) == 1
+    for index, waiter in enumerate(waiters):
+        waiter._batch, waiter._index = result, -1 if single else index
+    for before, after in itertools.pairwise(waiters):
+        before.next = after
+    _wake_first(waiters[0])
 
 
 class Gathered:
@@ -295,8 +364,12 @@ class ProduceAccumulator:
                 else None
             )
         if result is not None:
-            try:  # a SendFuture's own result is made when first read
-                settle_batch(batch.waiters, result)
+            try:  # a SendFuture's own result is made when first read, as a SyncWaiter's
+                waiters = batch.waiters
+                if all(type(w) is SyncWaiter for w in waiters):
+                    wake_in_chain(waiters, result)  # type: ignore[arg-type]
+                else:
+                    settle_batch(waiters, result)
             except BaseException as exc:  # noqa: BLE001 - a defect: every waiter learns it
                 error = exc
         if error is not None or result is None:

@@ -21,6 +21,7 @@ from connector.client.accumulator import (
     ProduceAccumulator,
     SyncWaiter,
     split_batch_result,
+    wake_in_chain,
 )
 from connector.client.futures import SendFuture
 from connector.client.results import SendResult
@@ -300,4 +301,104 @@ def test_an_interrupted_caller_leaves_the_accumulator_usable() -> None:
         wire.fail = None
         assert add(acc, "after").result(10).msg_id == "after"  # sent at once: nothing in flight
     finally:
+        acc.close()
+
+
+def batch_result(ids: list[str]) -> SendResult:
+    offsets = tuple(f"OFF-{i}" for i in ids)
+    return SendResult.of_batch(SendStatus.SEND_OK, QUEUE, 100, ids, lambda: offsets)
+
+
+def test_the_callers_of_a_batch_are_woken_one_by_the_other() -> None:
+    """The reader thread wakes the first caller only; each caller woken wakes the next."""
+    waiters = [SyncWaiter() for _ in range(3)]
+    wake_in_chain(waiters, batch_result(["a", "b", "c"]))
+    assert [w._done.locked() for w in waiters] == [False, True, True]
+    first = waiters[0].wait(10)
+    assert first is not None and first.msg_id == "a"
+    assert [w._done.locked() for w in waiters[1:]] == [False, True]
+    results = [w.wait(10) for w in waiters[1:]]
+    assert [(r.msg_id, r.queue_offset) for r in results if r is not None] == [
+        ("b", 101),
+        ("c", 102),
+    ]
+
+
+def test_a_caller_that_stopped_waiting_does_not_break_the_chain() -> None:
+    """Whether it gave up before the answer came (skipped by the one before it) or
+    after (then it wakes the next itself), the callers behind it are woken."""
+    early, late = [SyncWaiter() for _ in range(3)], [SyncWaiter() for _ in range(3)]
+    assert early[1].wait(0.001) is None  # gave up before the answer
+    wake_in_chain(early, batch_result(["a", "b", "c"]))
+    assert early[0].wait(10) is not None
+    assert not early[2]._done.locked()  # woken by the first, past the one who left
+    wake_in_chain(late, batch_result(["x", "y", "z"]))
+    answer = late[1].wait(0)  # gives up as the answer is in: takes it, wakes the next
+    assert answer is not None and answer.msg_id == "y"
+    assert not late[2]._done.locked()
+    assert [r.msg_id for r in (early[2].wait(10), late[0].wait(10), late[2].wait(10)) if r] == [
+        "c",
+        "x",
+        "z",
+    ]
+
+
+class Interrupted:
+    """A waiter's lock whose wait is interrupted (Ctrl-C in the main thread)."""
+
+    def acquire(self, timeout: float = -1) -> bool:
+        raise KeyboardInterrupt
+
+    def release(self) -> None:
+        pass
+
+
+def test_an_interrupted_caller_passes_the_chain_on() -> None:
+    waiters = [SyncWaiter() for _ in range(2)]
+    wake_in_chain(waiters, batch_result(["a", "b"]))
+    waiters[0]._done = Interrupted()  # type: ignore[assignment]
+    with pytest.raises(KeyboardInterrupt):
+        waiters[0].wait(10)
+    assert not waiters[1]._done.locked()  # woken by the interrupted caller on its way out
+    second = waiters[1].wait(10)
+    assert second is not None and second.msg_id == "b"
+
+
+def test_sync_callers_on_many_threads_each_get_their_own_result() -> None:
+    """Eight threads' sync sends gathered behind a busy wire go as one batch; each
+    caller gets its own message's result from the chain."""
+    wire = Wire()
+    acc = accumulator(wire)
+    try:
+        blockers = []
+        for i in range(IN_FLIGHT_PER_KEY):  # sync batches started by their callers
+            blocker = SyncWaiter()
+            assert acc.add(SYNC_KEY, Message("T", f"w{i}".encode()), 1, blocker)
+            blockers.append(blocker)
+        wire.wait_sent(IN_FLIGHT_PER_KEY)
+        got: dict[int, str] = {}
+        added = threading.Semaphore(0)
+
+        def send(i: int) -> None:
+            waiter = SyncWaiter()
+            assert acc.add(SYNC_KEY, Message("T", f"m{i}".encode()), 1, waiter)
+            added.release()
+            result = waiter.wait(10)
+            got[i] = "none" if result is None else result.msg_id
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for _ in threads:
+            assert added.acquire(timeout=10)
+        wire.hold = False
+        wire.release(100)
+        for thread in threads:
+            thread.join(10)
+        assert got == {i: f"m{i}" for i in range(8)}
+        assert sorted(wire.batches[-1]) == sorted(f"m{i}" for i in range(8))
+        assert all(b.wait(10) is not None for b in blockers)
+    finally:
+        wire.hold = False
+        wire.release(100)
         acc.close()
