@@ -752,6 +752,10 @@ def spark_rows(s: dict[str, Any]) -> list[list[str]]:
             ("stream_sink_pymq", 'stream sink `writeStream.format("pymq")` from a Python source'),
             ("stream_sink_noop_arrow", "stream sink ceiling: same source, no-op Arrow writer"),
             ("source_pymq", 'source `read.format("pymq")` -> noop'),
+            (
+                "source_pymq_redis_columns",
+                "... the same reading the Redis source's 4 columns (a schema given to the read)",
+            ),
             ("source_replay_arrow", "source ceiling: pymq's own batches replayed from memory"),
             ("source_memory_arrow", "source ceiling: synthetic in-memory Python Arrow source"),
             ("source_memory_arrow_redis_schema", "... the same with the Redis source's schema"),
@@ -768,6 +772,7 @@ def spark_rows(s: dict[str, Any]) -> list[list[str]]:
         ("source_synthetic_ratio", "source / synthetic in-memory ceiling (for scale)", None),
         ("sink_vs_redis", "pymq sink / Redis Streams sink (target >= 2)", 2),
         ("source_vs_redis", "pymq source / Redis Streams source (target >= 3)", 3),
+        ("source_redis_columns_vs_redis", "... reading the same 4 columns as the Redis source", None),
         ("sink_redis_ratio", "Redis Streams sink / ceiling (for scale)", None),
         ("source_redis_ratio", "Redis Streams source / its schema's ceiling (for scale)", None),
     ):

@@ -14,12 +14,14 @@ pymq's own producers write none of these except compressed bodies above 4 KiB.
 
 Columns: ``tags``/``keys`` are the TAGS/KEYS properties (null when absent
 or empty), ``msgId`` the producer's UNIQ_KEY or else the offset msgId,
-``properties`` every stored property.
+``properties`` every stored property. A batch holds the columns of the
+schema it is given, in its order: the read schema, or the part of it a
+schema given to the read names (``options.check_read_schema``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 import numpy as np
@@ -106,28 +108,26 @@ def records_to_batch(
         values.validate(full=True)
     except pa.ArrowInvalid:  # not UTF-8: decode with replacement characters, row by row
         return rows_to_batch(data, schema, topic=topic, broker_name=broker_name, end=end, tags=tags)
-    props = pa.MapArray.from_arrays(
-        _fixed(pa.int32(), map_off), names, values, type=schema.field("properties").type
-    )
     msg_id, tag_col, key_col = (
         _strings(n, special_off[w], special[w, : special_off[w, n]], valid[w]) for w in range(3)
     )
-    batch = pa.RecordBatch.from_arrays(
-        [
-            _const(topic, n),
-            _const(broker_name, n),
-            _fixed(pa.int32(), np.full(n, queue_id, dtype=np.int32)),
-            _fixed(pa.int64(), ints[0]),
-            msg_id,
-            tag_col,
-            key_col,
-            _strings(n, body_off, body, typ=pa.binary()),
-            props,
-            _fixed(_TIMESTAMP, ints[1]),
-            _fixed(_TIMESTAMP, ints[2]),
-        ],
-        schema=schema,
-    )
+    built: dict[str, Callable[[], pa.Array]] = {
+        "topic": lambda: _const(topic, n),
+        "brokerName": lambda: _const(broker_name, n),
+        "queueId": lambda: _fixed(pa.int32(), np.full(n, queue_id, dtype=np.int32)),
+        "queueOffset": lambda: _fixed(pa.int64(), ints[0]),
+        "msgId": lambda: msg_id,
+        "tags": lambda: tag_col,
+        "keys": lambda: key_col,
+        "body": lambda: _strings(n, body_off, body, typ=pa.binary()),
+        "properties": lambda: pa.MapArray.from_arrays(
+            _fixed(pa.int32(), map_off), names, values, type=schema.field("properties").type
+        ),
+        "bornTimestamp": lambda: _fixed(_TIMESTAMP, ints[1]),
+        "storeTimestamp": lambda: _fixed(_TIMESTAMP, ints[2]),
+    }
+    # the columns asked for only (a schema given to the read may name fewer)
+    batch = pa.RecordBatch.from_arrays([built[name]() for name in schema.names], schema=schema)
     if tags is not None:
         batch = batch.filter(pc.fill_null(pc.is_in(tag_col, pa.array(sorted(tags))), False))
     return batch
@@ -339,7 +339,7 @@ def rows_to_batch(
     tags: Collection[str] | None = None,
 ) -> pa.RecordBatch:
     """The same batch through the record decoder, one row at a time."""
-    cols: list[list[Any]] = [[] for _ in schema.names]
+    cols: dict[str, list[Any]] = {name: [] for name in schema.names}
     pos = 0
     while pos < len(data):
         m = decode_record(data, pos)
@@ -348,21 +348,21 @@ def rows_to_batch(
             break
         if tags is not None and m.tags not in tags:
             continue
-        row = (
-            topic,
-            broker_name,
-            m.queue_id,
-            m.queue_offset,
-            m.msg_id,
-            m.tags or None,
-            m.properties.get(PropertyKeys.KEYS) or None,
-            m.body,
-            list(m.properties.items()),
-            m.born_timestamp * 1000,  # ms -> the schema's microseconds
-            m.store_timestamp * 1000,
-        )
-        for col, value in zip(cols, row, strict=True):
-            col.append(value)
+        row = {
+            "topic": topic,
+            "brokerName": broker_name,
+            "queueId": m.queue_id,
+            "queueOffset": m.queue_offset,
+            "msgId": m.msg_id,
+            "tags": m.tags or None,
+            "keys": m.properties.get(PropertyKeys.KEYS) or None,
+            "body": m.body,
+            "properties": list(m.properties.items()),
+            "bornTimestamp": m.born_timestamp * 1000,  # ms -> the schema's microseconds
+            "storeTimestamp": m.store_timestamp * 1000,
+        }
+        for name, col in cols.items():
+            col.append(row[name])
     return pa.RecordBatch.from_arrays(
-        [pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
+        [pa.array(cols[f.name], f.type) for f in schema], schema=schema
     )

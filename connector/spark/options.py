@@ -39,6 +39,7 @@ __all__ = [
     "ReadOptions",
     "WriteOptions",
     "check_names",
+    "check_read_schema",
     "check_stream_read",
     "namesrv_option",
 ]
@@ -142,6 +143,34 @@ def check_names(options: Mapping[str, str], *, write: bool) -> None:
             raise ConfigError(f"option {key} is not a pymq {side} option{hint}")
         if name not in mine and name not in SPARK_OPTIONS:
             log.warning("option %s is not a %s option: ignored", name, side)
+
+
+def check_read_schema(schema: StructType) -> None:
+    """A schema given to a read (``.schema(...)``) picks columns: any of the read
+    schema's, in any order, each with its type; a read builds only those and Spark
+    carries only those (reading ``body`` alone costs Spark's JVM less than half of
+    what every column does). Anything else is refused, naming the column."""
+    known = {f.name: f.dataType for f in READ_SCHEMA.fields}
+    seen: set[str] = set()
+    for field in schema.fields:
+        kind = known.get(field.name)
+        if kind is None:
+            close = difflib.get_close_matches(field.name, list(known), n=1, cutoff=0.6)
+            lower = {n.lower(): n for n in known}.get(field.name.lower())
+            hint = f"; did you mean {lower or close[0]}?" if lower or close else ""
+            raise ConfigError(f"column {field.name} is not in pymq's read schema{hint}")
+        if field.dataType != kind:
+            raise ConfigError(
+                f"column {field.name} is {kind.simpleString()} in pymq's read schema, "
+                f"not {field.dataType.simpleString()}"
+            )
+        if not field.nullable:
+            raise ConfigError(f"column {field.name} may be null in pymq's read schema")
+        if field.name in seen:
+            raise ConfigError(f"column {field.name} is given twice")
+        seen.add(field.name)
+    if not seen:
+        raise ConfigError("the schema given to the read has no columns")
 
 
 def check_stream_read(options: Mapping[str, str]) -> None:

@@ -23,7 +23,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from connector.errors import ConfigError, InvalidTopicError
-from connector.spark.options import READ_SCHEMA, ReadOptions, WriteOptions, check_stream_read
+from connector.spark.options import (
+    READ_SCHEMA,
+    ReadOptions,
+    WriteOptions,
+    check_read_schema,
+    check_stream_read,
+)
 from connector.spark.queues import pick_offset
 
 __all__ = ["PyMQBatchReader", "PyMQDataSource", "QueueRange", "pick_offset"]
@@ -60,7 +66,9 @@ class PyMQDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         from connector.spark.columnar import arrow_schema  # noqa: PLC0415 - numba: not at import
 
-        return PyMQBatchReader(ReadOptions.parse(self.options, stream=False), arrow_schema(schema))
+        opts = ReadOptions.parse(self.options, stream=False)
+        check_read_schema(schema)  # one given by the user picks columns
+        return PyMQBatchReader(opts, arrow_schema(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from connector.spark.columnar import arrow_schema  # noqa: PLC0415 - numba: not at import
@@ -69,6 +77,7 @@ class PyMQDataSource(DataSource):
         try:
             opts = ReadOptions.parse(self.options, stream=True)
             check_stream_read(self.options)
+            check_read_schema(schema)
         except (ConfigError, InvalidTopicError) as exc:
             # a schema given by the user (Spark then skips schema(), see there) or an option
             # only batch reads take: refused from the reader's first call

@@ -8,10 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql.types import StructType
 from test_option_errors import first_error_line
 
 from connector.errors import ConfigError
-from connector.spark.options import READ_OPTIONS, WRITE_OPTIONS, ReadOptions, WriteOptions
+from connector.spark.options import (
+    READ_OPTIONS,
+    WRITE_OPTIONS,
+    ReadOptions,
+    WriteOptions,
+    check_read_schema,
+)
 
 NOWHERE = "127.0.0.1:1"
 
@@ -192,3 +199,39 @@ def test_a_write_option_on_a_read_is_logged_not_refused(caplog: pytest.LogCaptur
     assert "option batchSize is not a read option: ignored" in caplog.text
     with pytest.raises(ConfigError, match="did you mean producerGroup"):
         WriteOptions.parse({"namesrv": NOWHERE, "producergroupp": "g"})
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ("bdy binary", "column bdy is not in pymq's read schema; did you mean body?"),
+        ("Body binary", "column Body is not in pymq's read schema; did you mean body?"),
+        ("body string", "column body is binary in pymq's read schema, not string"),
+        ("queueId long", "column queueId is int in pymq's read schema, not bigint"),
+        ("body binary not null", "column body may be null in pymq's read schema"),
+        ("body binary, body binary", "column body is given twice"),
+    ],
+)
+def test_a_given_schema_must_name_read_columns(spark: Any, schema: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:  # (the DDL parser needs a session)
+        check_read_schema(StructType.fromDDL(schema))
+    assert str(caught.value) == message
+
+
+def test_a_wrong_given_schema_is_refused_by_a_read(spark: Any, tmp_path: Path) -> None:
+    message = "column bdy is not in pymq's read schema; did you mean body?"
+    read = spark.read.format("pymq").schema("bdy binary").option("namesrv", NOWHERE)
+    with pytest.raises(Exception) as caught:
+        read.option("topic", "T").load().collect()
+    assert first_error_line(caught.value) == "connector.errors.ConfigError: " + message
+    query = (
+        spark.readStream.format("pymq").schema("bdy binary").option("namesrv", NOWHERE)
+        .option("topic", "T").load()
+        .writeStream.format("memory").queryName("schema_refused")
+        .option("checkpointLocation", str(tmp_path / "ck")).start()
+    )  # fmt: skip
+    try:
+        with pytest.raises(Exception, match=message):
+            query.awaitTermination(120)
+    finally:
+        query.stop()

@@ -85,3 +85,35 @@ def test_stream_topic_to_topic(spark: Any, cluster: LocalCluster, tmp_path: Path
     out = spark.read.format("pymq").option("namesrv", ns).option("topic", "EtlOut").load().collect()
     assert Counter(bytes(r.body) for r in out) == Counter(b"row-%d" % i for i in range(3000))
     assert all(r.tags == "T" and r.properties["src"] for r in out)
+
+
+def test_a_given_schema_reads_only_its_columns(
+    spark: Any, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Batch and stream: a schema given to the read picks columns, in its order."""
+    ns = cluster.namesrv_addr
+    create_topic(cluster, "StreamCols")
+    fill(ns, "StreamCols", 300)
+    picked = "queueOffset long, body binary"
+    batch = (
+        spark.read.format("pymq").schema(picked).option("namesrv", ns)
+        .option("topic", "StreamCols").load()
+    )  # fmt: skip
+    whole = spark.read.format("pymq").option("namesrv", ns).option("topic", "StreamCols").load()
+    assert batch.columns == ["queueOffset", "body"]
+    assert Counter(tuple(r) for r in batch.collect()) == Counter(
+        tuple(r) for r in whole.select("queueOffset", "body").collect()
+    )
+    query = (
+        spark.readStream.format("pymq").schema(picked).option("namesrv", ns)
+        .option("topic", "StreamCols").option("startingOffsets", "earliest").load()
+        .writeStream.format("memory").queryName("stream_cols")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    assert query.awaitTermination(180)
+    streamed = spark.sql("select * from stream_cols")
+    assert streamed.columns == ["queueOffset", "body"]
+    assert Counter(bytes(r.body) for r in streamed.collect()) == Counter(
+        b"row-%d" % i for i in range(300)
+    )
