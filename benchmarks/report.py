@@ -772,7 +772,7 @@ def spark_rows(s: dict[str, Any]) -> list[list[str]]:
         ("source_synthetic_ratio", "source / synthetic in-memory ceiling (for scale)", None),
         ("sink_vs_redis", "pymq sink / Redis Streams sink (target >= 2)", 2),
         ("source_vs_redis", "pymq source / Redis Streams source (target >= 3)", 3),
-        ("source_redis_columns_vs_redis", "... reading the same 4 columns as the Redis source", None),
+        ("source_redis_columns_vs_redis", "... reading the Redis source's 4 columns", None),
         ("sink_redis_ratio", "Redis Streams sink / ceiling (for scale)", None),
         ("source_redis_ratio", "Redis Streams source / its schema's ceiling (for scale)", None),
     ):

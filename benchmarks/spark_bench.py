@@ -621,9 +621,7 @@ def run(
             jvm_system.gc()
             figures[key].append(stream_sink(fmt))
         measured("source_pymq", "pymq", lambda: source(pymq_read))
-        measured(
-            "source_pymq_redis_columns", "pymq", lambda: source(pymq_read_redis_columns)
-        )
+        measured("source_pymq_redis_columns", "pymq", lambda: source(pymq_read_redis_columns))
         measured("source_redis", "redis", lambda: source(redis_read))
         measured("source_memory_arrow", None, lambda: source(memory_read))
         measured("source_replay_arrow", None, lambda: source(replay_read))
