@@ -138,7 +138,7 @@ class SyncWaiter:
         if not woken and not self._abandon():
             return None
         if woken:
-            self._wake_next()
+            _wake_first(self.next)
         if self.error is not None:
             raise self.error
         return self.result
@@ -152,9 +152,6 @@ class SyncWaiter:
             return False
         _wake_first(self.next)
         return True
-
-    def _wake_next(self) -> None:
-        _wake_first(self.next)
 
 
 def _wake_first(waiter: SyncWaiter | None) -> None:
