@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: run test lint typecheck unit bench prereq java clean
+.PHONY: run test lint typecheck unit bench prereq java jar clean
 
 prereq:
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; pymq needs Python 3.10+" >&2; exit 1; }
@@ -44,7 +44,24 @@ typecheck: $(VENV)/.installed-test
 java:
 	@command -v java >/dev/null || { echo "error: java not found; Spark and the Spark tests need Java 17+" >&2; exit 1; }
 
-unit: $(VENV)/.installed-test | java
+# format("pymq-jvm"): the Java of jvm/ compiled against the installed pyspark's jars, into the
+# package (connector/spark/jars/, served by the editable install; `pymq spark-jar` prints it)
+JAR := connector/spark/jars/pymq-spark.jar
+JAVA_SRC := $(wildcard jvm/src/io/pymq/spark/*.java) jvm/resources/META-INF/services/org.apache.spark.sql.sources.DataSourceRegister
+
+jar: $(JAR)
+
+$(JAR): $(JAVA_SRC) | $(VENV)/.installed
+	@command -v javac >/dev/null && command -v jar >/dev/null \
+		|| { echo "error: javac/jar not found; format(\"pymq-jvm\") is built with a JDK 17+ (Debian: apt-get install openjdk-17-jdk-headless)" >&2; exit 1; }
+	rm -rf build/jvm && mkdir -p build/jvm $(dir $(JAR))
+	javac --release 17 -Xlint:all -Xlint:-path -Werror -d build/jvm \
+		-cp "$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars", "*"))')" \
+		$(filter %.java,$(JAVA_SRC))
+	cp -r jvm/resources/META-INF build/jvm/
+	jar cf $@.tmp -C build/jvm . && mv $@.tmp $@
+
+unit: $(VENV)/.installed-test $(JAR) | java
 	$(PY) -m pytest
 
 test: lint typecheck unit
@@ -52,10 +69,10 @@ test: lint typecheck unit
 # Every benchmark, then one report (benchmarks/run_all.py): JSON and logs in benchmarks/results/,
 # the report in docs/benchmarks.md; 20-30 minutes. `make bench QUICK=1`: a smoke run of a few
 # minutes (results and report in benchmarks/results/quick/; docs/ keeps the last full run).
-bench: $(VENV)/.installed-test
+bench: $(VENV)/.installed-test $(JAR)
 	$(PIP) install --quiet -e '.[bench]'
 	$(PY) benchmarks/run_all.py $(if $(filter 1 yes true,$(QUICK)),--quick)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache
-	rm -f connector/*/*.so
+	rm -f connector/*/*.so $(JAR)

@@ -95,6 +95,7 @@ from connector.server.local import LocalCluster  # noqa: E402
 from connector.spark.columnar import arrow_schema  # noqa: E402
 from connector.spark.options import READ_SCHEMA, ReadOptions  # noqa: E402
 from connector.spark.source import PyMQBatchReader  # noqa: E402
+from connector.spark_jar import jar_path  # noqa: E402
 
 # Spark's Python workers do not have benchmarks/ on their path: the Redis source's
 # classes travel by value, as the ones defined here do
@@ -514,6 +515,10 @@ def run(
     pymq_read = spark.read.format("pymq").option("namesrv", ns).option("topic", "SourceBench")
     # the Redis source's four columns (stream, id, body, timestamp), named in a schema
     pymq_read_redis_columns = pymq_read.schema(PYMQ_REDIS_COLUMNS)
+    # the same read in Spark's JVM (spark.jars: connector/spark_jar.py)
+    pymq_jvm_read = (
+        spark.read.format("pymq-jvm").option("namesrv", ns).option("topic", "SourceBench")
+    )
     redis_read = (
         spark.read.format("redis-streams")
         .option("port", str(redis_port))
@@ -565,7 +570,7 @@ def run(
     print("  filling SourceBench (pymq and redis) and warming up", file=sys.stderr, flush=True)
     sink("pymq", "SourceBench")
     sink("redis-streams", "SourceBench")
-    for name, reader in (("pymq", pymq_read), ("redis", redis_read)):
+    for name, reader in (("pymq", pymq_read), ("pymq-jvm", pymq_jvm_read), ("redis", redis_read)):
         stored = reader.load().count()
         if stored != args.rows:
             raise SystemExit(f"{name} SourceBench holds {stored} rows, expected {args.rows}")
@@ -591,6 +596,7 @@ def run(
         "stream_sink_noop_arrow",
         "source_pymq",
         "source_pymq_redis_columns",
+        "source_pymq_jvm",
         "source_redis",
         "source_memory_arrow",
         "source_replay_arrow",
@@ -622,6 +628,7 @@ def run(
             figures[key].append(stream_sink(fmt))
         measured("source_pymq", "pymq", lambda: source(pymq_read))
         measured("source_pymq_redis_columns", "pymq", lambda: source(pymq_read_redis_columns))
+        measured("source_pymq_jvm", "pymq", lambda: source(pymq_jvm_read))
         measured("source_redis", "redis", lambda: source(redis_read))
         measured("source_memory_arrow", None, lambda: source(memory_read))
         measured("source_replay_arrow", None, lambda: source(replay_read))
@@ -643,6 +650,7 @@ def run(
     )
     out["sink_vs_redis"] = out["sink_pymq"]["median"] / out["sink_redis"]["median"]
     out["source_vs_redis"] = out["source_pymq"]["median"] / out["source_redis"]["median"]
+    out["source_jvm_vs_redis"] = out["source_pymq_jvm"]["median"] / out["source_redis"]["median"]
     out["source_redis_columns_vs_redis"] = (
         out["source_pymq_redis_columns"]["median"] / out["source_redis"]["median"]
     )
@@ -682,6 +690,7 @@ def main() -> int:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.pyspark.python", sys.executable)
+        .config("spark.jars", jar_path())  # format("pymq-jvm")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -20,6 +20,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "store": ("broker.store.cli", "inspect or verify a broker's store directory (read-only)"),
     "namesrv": ("nameserver.cli", "run a NameServer (route registry)"),
     "admin": ("connector.client.admin_cli", "cluster, topic, message and consumer admin (mqadmin)"),
+    "spark-jar": (
+        "connector.spark_jar",
+        'print the path of the jar of format("pymq-jvm"), for spark.jars',
+    ),
     "local": (
         "connector.server.local.cli",
         "run a dev cluster (NameServers + brokers) in the foreground",

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from connector.server.local import LocalCluster
+from connector.spark_jar import jar_path
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +25,7 @@ def spark() -> Iterator[object]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.pyspark.python", sys.executable)
+        .config("spark.jars", jar_path())  # format("pymq-jvm"), built by make
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

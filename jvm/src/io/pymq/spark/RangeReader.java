@@ -1,0 +1,147 @@
+package io.pymq.spark;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.HashMap;
+import java.util.Map;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * Reads one {@link QueueRange} in offset order as column batches ({@link Columns}), one pull a
+ * page, the next page asked for
+ * before the current one is decoded (the broker serves it meanwhile), on a connection kept by
+ * the executor ({@link Pool}). A kept connection that fails (its broker restarted) is replaced
+ * once and the page asked for again: a pull changes nothing.
+ */
+final class RangeReader implements PartitionReader<ColumnarBatch> {
+  static final int PULL_MESSAGE = 11;
+  static final int PULL_NOT_FOUND = 19;
+  static final int PULL_RETRY_IMMEDIATELY = 20;
+  static final int PULL_OFFSET_MOVED = 21;
+  private static final int FLAG_SUBSCRIPTION = 0x4; // PullSysFlag: the request carries one
+
+  private final QueueRange range;
+  private final ReadOptions opts;
+  private final Columns columns;
+  private Remoting conn;
+  private boolean replaced;
+  private long offset;
+  private int ahead = -1; // opaque of the page asked for ahead, -1 when none
+  private long aheadOffset;
+  private ColumnarBatch page;
+
+  RangeReader(QueueRange range, ReadOptions opts, StructType schema) {
+    this.range = range;
+    this.opts = opts;
+    this.columns = new Columns(schema, range, Columns.parseTags(opts.tags), opts.pullBatchSize);
+    this.offset = range.start;
+  }
+
+  @Override
+  public boolean next() throws IOException {
+    page = null;
+    while (page == null || page.numRows() == 0) {
+      if (offset >= range.end) {
+        return false;
+      }
+      fill();
+    }
+    return true;
+  }
+
+  @Override
+  public ColumnarBatch get() {
+    return page;
+  }
+
+  private Map<String, String> pull(long from) {
+    Map<String, String> ext = new HashMap<>();
+    ext.put("consumerGroup", opts.group());
+    ext.put("topic", range.topic);
+    ext.put("queueId", Integer.toString(range.queueId));
+    ext.put("queueOffset", Long.toString(from));
+    ext.put("maxMsgNums", Long.toString(Math.min(opts.pullBatchSize, range.end - from)));
+    ext.put("sysFlag", Integer.toString(FLAG_SUBSCRIPTION));
+    ext.put("commitOffset", "0");
+    ext.put("suspendTimeoutMillis", "0");
+    ext.put("subscription", opts.tags == null ? "*" : opts.tags);
+    ext.put("subVersion", "0");
+    ext.put("expressionType", "TAG");
+    return ext;
+  }
+
+  /** The next page of rows from {@code offset}. */
+  private void fill() throws IOException {
+    Remoting.Response r;
+    try {
+      if (conn == null) {
+        conn = Pool.take(range.addr, Planner.TIMEOUT_MS + 27000, false);
+      }
+      int opaque = ahead >= 0 && aheadOffset == offset ? ahead : conn.send(PULL_MESSAGE, pull(offset));
+      ahead = -1;
+      r = conn.receive(opaque);
+    } catch (IOException e) {
+      if (replaced || conn == null || conn.idleSince == 0) {
+        throw e; // a new connection that fails: the broker is down, the task fails
+      }
+      replaced = true; // once: a kept connection its broker closed meanwhile
+      if (conn != null) {
+        conn.close();
+      }
+      conn = Pool.take(range.addr, Planner.TIMEOUT_MS + 27000, true);
+      ahead = -1;
+      r = conn.call(PULL_MESSAGE, pull(offset));
+    }
+    if (r.code == PULL_OFFSET_MOVED) {
+      long min = r.number("minOffset");
+      if (min > offset) { // retention removed what this range needs
+        String lost = "offsets " + offset + ".." + (min - 1) + " of " + range.name() + " were deleted";
+        if (opts.failOnDataLoss) {
+          throw new IllegalStateException(lost + "; failOnDataLoss=false skips them");
+        }
+        offset = Math.min(min, range.end);
+        return;
+      }
+      throw new IllegalStateException("cannot read " + range.name() + " at " + offset + ": " + r.describe());
+    }
+    if (r.code != 0 && r.code != PULL_NOT_FOUND && r.code != PULL_RETRY_IMMEDIATELY) {
+      throw new IOException("broker " + range.brokerName + " (" + range.addr + ") answered a pull of "
+          + range.name() + " with " + r.describe());
+    }
+    long nextBegin = r.number("nextBeginOffset");
+    if (r.code == PULL_NOT_FOUND || nextBegin <= offset) {
+      throw new IllegalStateException(range.name() + " ends at " + r.number("maxOffset") + ", before " + range.end);
+    }
+    // the next page is asked for ahead only if it is a whole one of this range
+    if (nextBegin < range.end && range.end - nextBegin >= opts.pullBatchSize) {
+      ahead = conn.send(PULL_MESSAGE, pull(nextBegin));
+      aheadOffset = nextBegin;
+    }
+    page = r.code == 0 ? columns.fill(r.body, range.end) : null;
+    offset = nextBegin;
+  }
+
+  @Override
+  public void close() {
+    columns.close();
+    if (conn != null) {
+      if (ahead >= 0) {
+        try {
+          conn.receive(ahead); // an answer owed: taken, so the connection can serve the next task
+        } catch (IOException e) {
+          conn.close();
+          conn = null;
+          return;
+        }
+      }
+      Pool.give(conn);
+      conn = null;
+    }
+  }
+
+  static UncheckedIOException unchecked(IOException e) {
+    return new UncheckedIOException(e.getMessage(), e);
+  }
+}
