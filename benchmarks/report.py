@@ -360,6 +360,16 @@ def targets(data: dict[str, Any]) -> list[Target]:
                 peer=("redis", spark[f"{key}_redis"]),
                 ratio_goal=goal,
             )
+    if "source_pymq_jvm" in spark and "source_redis" in spark:
+        add(
+            "spark_source_jvm_vs_redis",
+            'Spark source `read.format("pymq-jvm")` (read in the JVM) vs a Redis Streams source'
+            " (rows/s)",
+            spark["source_pymq_jvm"],
+            "rows/s",
+            peer=("redis", spark["source_redis"]),
+            ratio_goal=3,
+        )
     return out
 
 
@@ -464,6 +474,14 @@ def headline(data: dict[str, Any], *, markdown: bool = True) -> tuple[list[str],
         rows.append(
             [label, num(fig["median"]), "-", "-", f"{t.measured} of ceiling", goal,
              result if key == "source" else ""]
+        )  # fmt: skip
+    jvm, redis = spark.get("source_pymq_jvm"), spark.get("source_redis")
+    vs = by_key.get("spark_source_jvm_vs_redis")
+    if jvm is not None and redis is not None and vs is not None:
+        rows.append(
+            ['Spark source `read.format("pymq-jvm")`, rows/s', num(jvm["median"]),
+             num(redis["median"]), "-", f"{vs.ratio} vs Redis", ">= 3x Redis",
+             vs.verdict if markdown else short(vs.verdict)]
         )  # fmt: skip
     return head, rows
 
@@ -756,6 +774,7 @@ def spark_rows(s: dict[str, Any]) -> list[list[str]]:
                 "source_pymq_redis_columns",
                 "... the same reading the Redis source's 4 columns (a schema given to the read)",
             ),
+            ("source_pymq_jvm", 'source `read.format("pymq-jvm")` (read in the JVM) -> noop'),
             ("source_replay_arrow", "source ceiling: pymq's own batches replayed from memory"),
             ("source_memory_arrow", "source ceiling: synthetic in-memory Python Arrow source"),
             ("source_memory_arrow_redis_schema", "... the same with the Redis source's schema"),
@@ -773,6 +792,7 @@ def spark_rows(s: dict[str, Any]) -> list[list[str]]:
         ("sink_vs_redis", "pymq sink / Redis Streams sink (target >= 2)", 2),
         ("source_vs_redis", "pymq source / Redis Streams source (target >= 3)", 3),
         ("source_redis_columns_vs_redis", "... reading the Redis source's 4 columns", None),
+        ("source_jvm_vs_redis", "pymq-jvm source / Redis Streams source (target >= 3)", 3),
         ("sink_redis_ratio", "Redis Streams sink / ceiling (for scale)", None),
         ("source_redis_ratio", "Redis Streams source / its schema's ceiling (for scale)", None),
     ):
