@@ -248,3 +248,9 @@ def test_the_jar_and_its_option_names(spark: Any) -> None:
     assert Path(jar_path()).is_file()
     names = spark.sparkContext._jvm.io.pymq.spark.ReadOptions.readNames()
     assert names.split(",") == sorted(READ_OPTIONS)
+
+
+def test_streams_are_refused_for_now(spark: Any, filled: str) -> None:
+    reader = spark.readStream.format("pymq-jvm").option("namesrv", filled).option("topic", TOPIC)
+    with pytest.raises(Exception, match="does not support streamed reading"):
+        reader.load()
