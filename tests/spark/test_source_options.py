@@ -247,9 +247,9 @@ def test_fail_on_data_loss_both_ways(
     assert 0 < len(kept) < len(bodies) // 4  # most of it is gone, the active segment stays
     from_zero = offsets_json(topic, {q: 0 for q in bounds})
 
-    def batch(fail_on_data_loss: str) -> Any:
+    def batch(fail_on_data_loss: str, fmt: str = "pymq") -> Any:
         return (
-            spark.read.format("pymq")
+            spark.read.format(fmt)
             .option("namesrv", ns)
             .option("topic", topic)
             .option("startingOffsets", from_zero)
@@ -261,11 +261,12 @@ def test_fail_on_data_loss_both_ways(
         lost = {f"0..{lo - 1}" for lo, _ in bounds.values()}
         return "failOnDataLoss" in message and topic in message and any(x in message for x in lost)
 
-    with quiet(spark), pytest.raises(Exception) as failed:  # Spark wraps the source's error
-        batch("true").collect()
-    assert names_lost_offsets(str(failed.value)), str(failed.value)[-3000:]
+    for fmt in ("pymq", "pymq-jvm"):  # the JVM source decides the same
+        with quiet(spark), pytest.raises(Exception) as failed:  # Spark wraps the source's error
+            batch("true", fmt).collect()
+        assert names_lost_offsets(str(failed.value)), str(failed.value)[-3000:]
 
-    assert sorted(read_positions(batch("false"))) == kept
+        assert sorted(read_positions(batch("false", fmt))) == kept
 
     def stream(fail_on_data_loss: str, name: str) -> Any:
         reader = (

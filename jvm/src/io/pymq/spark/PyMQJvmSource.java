@@ -29,6 +29,12 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * only the columns a query uses (Spark prunes them here, which it cannot do for a Python
  * source). The jar ships in the pymq wheel: {@code pymq spark-jar} prints its path, for
  * {@code spark.jars}.
+ *
+ * <p>Why a second source: measured on 1,000,000 rows of 100 B (local[2], two brokers, reads to
+ * Spark's noop sink, alternating in the same minutes) this one read 1.68-2.16M rows/s where
+ * format("pymq") read 0.96-1.01M, and no Python data source here passes 1.6-1.9M (a Python
+ * source yielding ready Arrow batches from memory). Its planning repeats format("pymq")'s
+ * (options, queues, offsets), checked by tests that compare the two formats' reads.
  */
 public final class PyMQJvmSource implements TableProvider, DataSourceRegister {
   static final StructType READ_SCHEMA = StructType.fromDDL(
