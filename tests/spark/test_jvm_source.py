@@ -182,6 +182,12 @@ def test_a_given_schema_picks_columns(spark: Any, filled: str) -> None:
         ({"topic": "bad topic"}, None, "has characters outside"),
         ({"topic": TOPIC, "startingOffsets": "first"}, None, "earliest, latest or JSON offsets"),
         ({"topic": TOPIC, "accessKey": "a"}, None, "no ACL"),
+        ({"topic": TOPIC, "maxTriggerDelay": "soon"}, None, "is not a duration like 500ms"),
+        (
+            {"topic": TOPIC, "maxOffsetsPerTrigger": "5", "maxMessagesPerTrigger": "5"},
+            None,
+            "options maxMessagesPerTrigger and maxOffsetsPerTrigger are the same; give one",
+        ),
         ({"topic": TOPIC}, "bdy binary", NOT_A_COLUMN),
         ({"topic": TOPIC}, "body string", "column body is binary in pymq's read schema, not str"),
     ],

@@ -116,6 +116,21 @@ public final class ReadOptions implements Serializable {
         "minOffsetsPerTrigger", "maxBytesPerTrigger")) {
       integer(n, 1, 1, Long.MAX_VALUE);
     }
+    oneOf("maxMessagesPerTrigger", "maxOffsetsPerTrigger");
+    oneOf("minMessagesPerTrigger", "minOffsetsPerTrigger");
+    String delay = get("maxTriggerDelay");
+    if (delay != null && !DURATION.matcher(delay.toLowerCase(Locale.ROOT)).matches()) {
+      throw bad("option maxTriggerDelay: '" + delay + "' is not a duration like 500ms, 30s, 15m, 1h");
+    }
+  }
+
+  private static final Pattern DURATION = Pattern.compile("\\s*(\\d+)\\s*(ms|s|m|min|h|d)?\\s*");
+
+  /** A name and its Kafka alias are the same option: giving both is an error. */
+  private void oneOf(String name, String alias) {
+    if (get(name) != null && get(alias) != null) {
+      throw bad("options " + name + " and " + alias + " are the same; give one");
+    }
   }
 
   String group() {
