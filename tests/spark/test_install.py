@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -191,6 +192,8 @@ def test_wheel(source: Path, cluster: LocalCluster, tmp_path: Path) -> None:
         [*build, "--no-build-isolation", "-w", dist, source], timeout=PIP_TIMEOUT_S, env=clean_env()
     )
     (wheel,) = dist.glob("pymq-*.whl")
+    with zipfile.ZipFile(wheel) as contents:  # make built format("pymq-jvm")'s jar first
+        assert "connector/spark/jars/pymq-spark.jar" in contents.namelist()
     python = fresh_venv(tmp_path / "venv")
     pip_into(python, wheel)
     reach_dependencies(python)
