@@ -1,7 +1,6 @@
 package io.pymq.spark;
 
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.util.HashMap;
 import java.util.Map;
 import org.apache.spark.sql.connector.read.PartitionReader;
@@ -139,9 +138,5 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       Pool.give(conn);
       conn = null;
     }
-  }
-
-  static UncheckedIOException unchecked(IOException e) {
-    return new UncheckedIOException(e.getMessage(), e);
   }
 }

@@ -11,7 +11,6 @@ import java.io.DataOutputStream;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.Socket;
-import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Map;
 
@@ -174,10 +173,6 @@ final class Remoting implements Closeable {
   /** Whether it can be handed to the next user: nothing broke and no answer is owed. */
   boolean reusable() {
     return !broken && inFlight == 0 && !socket.isClosed();
-  }
-
-  static String utf8(byte[] raw) {
-    return new String(raw, StandardCharsets.UTF_8);
   }
 
   static JsonNode json(byte[] raw) throws IOException {
