@@ -146,6 +146,12 @@ def test_min_messages_waits_for_max_trigger_delay(
             sent_ms.append(time.time() * 1000)
             fill_queues(ns, "MinIn", n)
             _wait_for(lambda total=total: rows() == total, 60, f"{n} messages never read")
+
+        # the memory sink shows a batch's rows before Spark records the batch's progress
+        def reported() -> int:
+            return sum(p["numInputRows"] for p in query.recentProgress)
+
+        _wait_for(lambda: reported() == 13, 30, "the last batch's progress never came")
         batches = [p for p in query.recentProgress if p["numInputRows"]]
     finally:
         query.stop()
