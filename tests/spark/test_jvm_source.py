@@ -120,7 +120,7 @@ def test_every_row_and_column_as_format_pymq(spark: Any, filled: str) -> None:
     [
         {"topic": TOPIC, "tags": "B"},
         {"topic": TOPIC, "tags": "A || B"},
-        {"topic": f"{TOPIC},{OTHER}"},
+        {"topic": f"{TOPIC},{OTHER},{TOPIC}"},
         {"subscribePattern": "Jvm.*"},
         {"assign": json.dumps({TOPIC: {"broker-b": [0, 3]}})},
         {

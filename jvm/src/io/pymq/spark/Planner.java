@@ -96,7 +96,7 @@ final class Planner {
     Map<String, Long> starts = starts(byName, bounds);
     Map<String, Long> ends = ends(byName, bounds);
     List<QueueRange> ranges = new ArrayList<>();
-    for (Queue q : queues) {
+    for (Queue q : byName.values()) { // each queue once, if a topic was named twice
       long s = starts.get(q.name());
       long e = ends.get(q.name());
       if (e > s) {
