@@ -48,7 +48,13 @@ final class Pool {
       Remoting c;
       while ((c = kept.pollFirst()) != null) {
         if (System.nanoTime() - c.idleSince < IDLE_NS) {
-          return c;
+          try {
+            c.timeout(timeoutMs); // a planner's short calls and a reader's pages share connections
+            return c;
+          } catch (IOException e) {
+            c.close(); // its socket is gone: the next kept one, or a new one
+            continue;
+          }
         }
         c.close();
       }

@@ -20,6 +20,8 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   static final int PULL_RETRY_IMMEDIATELY = 20;
   static final int PULL_OFFSET_MOVED = 21;
   private static final int FLAG_SUBSCRIPTION = 0x4; // PullSysFlag: the request carries one
+  // a page is never held by the broker (no suspend bit); this bounds a broker that stops answering
+  static final int READ_TIMEOUT_MS = 30_000;
 
   private final QueueRange range;
   private final ReadOptions opts;
@@ -76,7 +78,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     Remoting.Response r;
     try {
       if (conn == null) {
-        conn = Pool.take(range.addr, Planner.TIMEOUT_MS + 27000, false);
+        conn = Pool.take(range.addr, READ_TIMEOUT_MS, false);
       }
       int opaque = ahead >= 0 && aheadOffset == offset ? ahead : conn.send(PULL_MESSAGE, pull(offset));
       ahead = -1;
@@ -89,7 +91,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       if (conn != null) {
         conn.close();
       }
-      conn = Pool.take(range.addr, Planner.TIMEOUT_MS + 27000, true);
+      conn = Pool.take(range.addr, READ_TIMEOUT_MS, true);
       ahead = -1;
       r = conn.call(PULL_MESSAGE, pull(offset));
     }

@@ -265,7 +265,7 @@ public final class ReadOptions implements Serializable {
     return raw;
   }
 
-  private JsonNode json(String name, String raw) {
+  private static JsonNode json(String raw) {
     try {
       return JSON.readTree(raw);
     } catch (Exception e) {
@@ -279,7 +279,7 @@ public final class ReadOptions implements Serializable {
       return null;
     }
     String shape = "option assign: JSON like {\"T\": {\"broker-a\": [0, 1]}}, not '" + raw + "'";
-    JsonNode root = json("assign", raw);
+    JsonNode root = json(raw);
     if (root == null || !root.isObject() || root.size() == 0) {
       throw bad(shape);
     }
@@ -315,7 +315,7 @@ public final class ReadOptions implements Serializable {
     if (raw.equals("earliest") || raw.equals("latest")) {
       return raw;
     }
-    JsonNode root = json(name, raw);
+    JsonNode root = json(raw);
     if (root == null) {
       throw bad("option " + name + ": earliest, latest or JSON offsets, not '" + raw + "'");
     }
@@ -331,7 +331,7 @@ public final class ReadOptions implements Serializable {
     if (raw == null) {
       return null;
     }
-    JsonNode root = json(name, raw.trim());
+    JsonNode root = json(raw.trim());
     Map<String, Map<String, Map<Integer, Long>>> out = root == null ? null : perQueue(name, root, true);
     if (out == null) {
       throw bad("option " + name + ": JSON of timestamps in ms, like {\"T\": {\"broker-a\": {\"0\": 0}}}");

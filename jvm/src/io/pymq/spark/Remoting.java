@@ -166,6 +166,11 @@ final class Remoting implements Closeable {
     }
   }
 
+  /** The longest wait for an answer's bytes from now on (each user of a kept connection sets its own). */
+  void timeout(int timeoutMs) throws IOException {
+    socket.setSoTimeout(timeoutMs);
+  }
+
   Response call(int code, Map<String, String> ext) throws IOException {
     return receive(send(code, ext));
   }
