@@ -13,6 +13,13 @@ out ~0.1 ms after the send's, a loop step and a task later, when a held pull
 was a coroutine resumed after the wake). ``wait`` is the same as a
 coroutine, for the REST edge. A timer handles a waiter's timeout, not
 ``asyncio.wait_for``, whose wrapper costs steps of its own.
+
+A settled held pull lets go of its timer and its callback. Kept, they made
+two reference cycles a pull (it -> timer -> it; it -> the edge's callback ->
+the list that keeps it), ~21 objects only the cyclic collector could free:
+on the end-to-end workload (a held pull a message burst) the broker's
+generation-1 collections ran about once a second for 0.2-1.6 ms each, the
+event loop stopped meanwhile.
 """
 
 from __future__ import annotations
@@ -28,6 +35,10 @@ __all__ = ["HeldPull", "PullRequestHoldService"]
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
+
+
+def _done_already(_arrived: bool) -> None:
+    """A settled pull's ``on_done``: its own was called, or never will be."""
 
 
 class HeldPull:
@@ -53,11 +64,9 @@ class HeldPull:
     def fire(self, arrived: bool) -> None:
         if self.done:
             return
-        self.done = True
-        if self.timer is not None:
-            self.timer.cancel()
+        on_done = self._settle()
         try:
-            self.on_done(arrived)
+            on_done(arrived)
         except Exception:  # a defect in a waiter must not fail the append that woke it
             log.exception("a held pull's answer failed")
 
@@ -65,10 +74,20 @@ class HeldPull:
         """Forget it (its connection closed): ``on_done`` is never called."""
         if self.done:
             return
-        self.done = True
-        if self.timer is not None:
-            self.timer.cancel()
+        self._settle()
         self.service.forget(self)
+
+    def _settle(self) -> Callable[[bool], None]:
+        """Done: the timer cancelled, and the references that would make cycles dropped
+        (this -> timer -> this, and this -> on_done -> whoever keeps this), so a held
+        pull is freed when its answer is written, not by the cyclic collector (see the
+        module's docstring); ``on_done`` returned, to be called once."""
+        self.done = True
+        on_done, self.on_done = self.on_done, _done_already
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            timer.cancel()
+        return on_done
 
     def _expire(self) -> None:
         self.service.forget(self)

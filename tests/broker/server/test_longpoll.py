@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 from collections.abc import Callable, Coroutine
@@ -10,7 +11,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from broker.longpoll import PullRequestHoldService
+from broker.longpoll import HeldPull, PullRequestHoldService
 
 T = TypeVar("T")
 
@@ -125,3 +126,40 @@ def test_wait_is_hold_as_a_coroutine_and_a_cancelled_wait_forgets_its_waiter() -
         return woke, timed_out, ("T", 0) in hold._waiters
 
     assert run(main) == (True, True, False)
+
+
+def test_a_settled_held_pull_is_freed_without_the_cyclic_collector() -> None:
+    """Answered, timed out or cancelled, a held pull leaves no reference cycle (the
+    remoting edge's callback keeps its held pull, as ``PullHandlers._hold`` does):
+    refcounting frees it, so no collection pauses the loop for it."""
+
+    async def main() -> int:
+        hold = PullRequestHoldService(asyncio.get_running_loop())
+        expired = asyncio.Event()
+
+        def held_by_its_callback(queue_id: int, timeout_s: float) -> None:
+            owed: list[HeldPull] = []
+
+            def on_done(ok: bool) -> None:
+                if owed and not ok:
+                    expired.set()
+
+            owed.append(hold.hold("T", queue_id, 0, timeout_s, lambda: 0, on_done))
+
+        held_by_its_callback(0, 10.0)
+        hold.notify("T", 0, 1)  # answered
+        held_by_its_callback(1, 0.01)
+        await asyncio.wait_for(expired.wait(), 5)  # timed out
+        held_by_its_callback(2, 10.0)
+        hold._waiters[("T", 2)][0].cancel()  # its connection closed
+        await asyncio.sleep(0)
+        gc.collect()
+        return sum(type(o) is HeldPull for o in gc.garbage)
+
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what only the collector could free lands in gc.garbage
+    try:
+        assert run(main) == 0
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
