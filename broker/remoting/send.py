@@ -228,7 +228,10 @@ class SendHandlers:
 def _offset_runs(offsets: np.ndarray, segment_size: int) -> str:
     """``index:offset`` where a batch's records start and wherever they jump to a new
     segment (a batch is contiguous but for the BLANK at a segment's end)."""
-    runs = [f"0:{int(offsets[0])}"]
+    first = int(offsets[0])
+    if first // segment_size == int(offsets[-1]) // segment_size:
+        return f"0:{first}"  # one segment (offsets ascend): most batches, no array work
+    runs = [f"0:{first}"]
     segments = offsets // segment_size
     for i in (np.flatnonzero(segments[1:] != segments[:-1]) + 1).tolist():
         runs.append(f"{i}:{int(offsets[i])}")
