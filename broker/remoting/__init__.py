@@ -23,7 +23,7 @@ def remoting_server(ctrl: BrokerController) -> RemotingServer:
     send = SendHandlers(ctrl)
     pull = PullHandlers(ctrl)
     admin = AdminHandlers(ctrl)
-    clients = ClientHandlers(ctrl.clients)
+    clients = ClientHandlers(ctrl.clients, ctrl.topics)
     ctrl.on_clients_expired = clients.scan_expired
     for code in (C.SEND_MESSAGE, C.SEND_MESSAGE_V2, C.SEND_BATCH_MESSAGE):
         server.register(code, send.send)

@@ -6,6 +6,14 @@ A heartbeat body is RocketMQ's HeartbeatData JSON: ``clientID``,
 ``producerDataSet: [{groupName}]``, ``consumerDataSet: [{groupName,
 consumeType, messageModel, consumeFromWhere, subscriptionDataSet: [{topic,
 subString}]}]``; the C++ client sends the enums as numbers.
+
+A consumer group's heartbeat also creates its retry topic ``%RETRY%group``
+(one queue, as RocketMQ's broker does on HEART_BEAT), and the NameServers
+learn it at once: push consumers (Apache's C++ and Java clients, ali-ons)
+subscribe to it as they start and look up its route, which before it
+existed failed ("no route info ... %RETRY%group") until the first
+message was sent back, and retried messages then waited for the client's
+next route refresh (30 s) to be consumed.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from typing import Any
 import orjson
 
 from broker.client_manager import ClientManager
+from broker.topic_manager import TopicManager
 from connector.errors import ClientError
 from connector.protocol.names import validate_group
 from connector.protocol.remoting import RemotingCommand, RequestCode
@@ -31,8 +40,9 @@ def _text(value: Any) -> str:
 
 
 class ClientHandlers:
-    def __init__(self, clients: ClientManager) -> None:
+    def __init__(self, clients: ClientManager, topics: TopicManager) -> None:
         self.clients = clients
+        self.topics = topics
 
     def heartbeat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         try:
@@ -51,6 +61,7 @@ class ClientHandlers:
             if not isinstance(consumer, dict) or not consumer.get("groupName"):
                 continue
             group = validate_group(_text(consumer["groupName"]))
+            self.topics.ensure(self.topics.retry_config(group))
             subs = {
                 _text(s.get("topic")): _text(s.get("subString")) or "*"
                 for s in consumer.get("subscriptionDataSet") or []

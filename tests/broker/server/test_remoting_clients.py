@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import orjson
 import pytest
-from conftest import Servers
+from conftest import Servers, wait_until
 
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.remoting.client import RemotingConnection
@@ -114,3 +114,26 @@ def test_an_empty_group_has_no_consumer_list(broker_addr: str) -> None:
         assert m.members() == []
     finally:
         m.conn.close()
+
+
+def test_a_consumer_groups_heartbeat_creates_its_retry_topic_and_the_namesrv_routes_it(
+    servers: Servers,
+) -> None:
+    """As RocketMQ's broker: push consumers subscribe to ``%RETRY%group`` as they start
+    and look up its route at once, before any message was sent back."""
+    namesrv = servers.namesrv()
+    broker = servers.broker(namesrv=namesrv.addr)
+    lookup = RemotingConnection(namesrv.addr)
+    m = Member(broker.addr, "client-retry")
+
+    def route() -> int:
+        cmd = RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": f"%RETRY%{GROUP}"})
+        return lookup.invoke(cmd, WAIT_S).code
+
+    try:
+        assert route() == ResponseCode.TOPIC_NOT_EXIST
+        assert m.heartbeat().code == ResponseCode.SUCCESS
+        wait_until(lambda: route() == ResponseCode.SUCCESS, WAIT_S, what="the retry topic routed")
+    finally:
+        m.conn.close()
+        lookup.close()
