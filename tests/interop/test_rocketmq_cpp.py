@@ -6,20 +6,16 @@ between it and pymq's own client with bodies, keys, tags and properties intact.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from typing import Any
 
 import pytest
+from pymq_side import QUEUES, consumer_progress, create_topic, pull_all
 from rocketmq_cpp import CppClient
 
-from connector.client.admin import Admin
-from connector.client.consumer import PullConsumer
 from connector.client.producer import Producer
-from connector.errors import PyMQError
-from connector.protocol.message import Message, MessageExt
-from connector.protocol.status import PullStatus, SendStatus
+from connector.protocol.message import Message
+from connector.protocol.status import SendStatus
 from connector.server.local import LocalCluster
 
 TOPIC = "CppInterop"
@@ -27,7 +23,6 @@ COUNT = 1000
 TAGS = ("TagA", "TagB")
 PROPERTIES = {"color": "red-{i}", "seq": "{i}", "note": "ünïcode-{i}"}
 PROPERTY_NAMES = sorted(PROPERTIES)
-QUEUES = 4
 
 
 def expected(i: int) -> dict[str, Any]:
@@ -49,51 +44,6 @@ def describe(res: dict[str, Any]) -> str:
         f"{json.dumps(head)} {counts}\nstderr: {res.get('stderr', '')[-1500:]}\n"
         f"client log: {res.get('cpp_log', '')[-2500:]}"
     )
-
-
-def create_topic(namesrv: str, topic: str, *, brokers: int = 2, timeout_s: float = 15) -> None:
-    """Create ``topic`` on every broker and wait until the NameServer routes it to all."""
-    with Admin(namesrv=namesrv) as admin:
-        admin.create_topic(topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                route = admin.topic_route(topic)
-            except PyMQError:
-                route = None
-            if route is not None and len({q.broker_name for q in route.queues}) >= brokers:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{topic} not routed to {brokers} brokers in {timeout_s} s")
-            time.sleep(0.1)
-
-
-def consumer_progress(namesrv: str, group: str) -> list[dict[str, Any]]:
-    """``pymq admin consumer progress`` of ``group``, as its JSON rows."""
-    cli = [sys.executable, "-m", "connector.cli", "admin", "--json", "--namesrv", namesrv]
-    proc = subprocess.run(
-        [*cli, "consumer", "progress", group],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    rows: list[dict[str, Any]] = json.loads(proc.stdout)
-    return rows
-
-
-def pull_all(namesrv: str, topic: str) -> list[MessageExt]:
-    out: list[MessageExt] = []
-    with PullConsumer(group="pymq_interop_reader", namesrv=namesrv) as consumer:
-        for mq in consumer.fetch_queues(topic):
-            offset = 0
-            while True:
-                res = consumer.pull(mq, offset, 256)
-                if res.status is not PullStatus.FOUND:
-                    break
-                out += res.messages
-                offset = res.next_begin_offset
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,61 @@
+'use strict';
+// ali-ons (a RocketMQ remoting client in pure JavaScript) against pymq, for
+// tests/interop/test_ali_ons.py. One JSON line on stdout says what happened.
+//   node client.js produce <namesrv> <topic> <count>
+//   node client.js consume <namesrv> <topic> <group> <expected>
+const { Producer, Consumer, Message } = require('ali-ons');
+const httpclient = require('urllib');
+
+const [mode, nameSrv, topic] = process.argv.slice(2, 5);
+const common = { httpclient, nameSrv, accessKeyId: '', accessKeySecret: '', onsChannel: 'LOCAL' };
+const errors = [];
+const done = report => {
+  process.stdout.write(JSON.stringify({ ...report, errors }) + '\n');
+  process.exit(0);
+};
+setTimeout(() => done({ timedOut: true }), 90000).unref();
+
+async function produce(count) {
+  const producer = new Producer({ ...common, producerGroup: 'PID_ALI_ONS' });
+  producer.on('error', err => errors.push(err.message));
+  await producer.ready();
+  const sent = [];
+  for (let i = 0; i < count; i++) {
+    const msg = new Message(topic, i % 2 ? 'TagB' : 'TagA', `ali-ons-${i}-é`);
+    msg.keys = [`key-${i}`];
+    msg.properties.seq = String(i);
+    const r = await producer.send(msg);
+    const mq = r.messageQueue;
+    sent.push({ i, status: r.sendStatus, broker: mq.brokerName, queue: mq.queueId, offset: r.queueOffset });
+  }
+  await producer.close();
+  done({ sent });
+}
+
+function consume(group, expected) {
+  const consumer = new Consumer({ ...common, consumerGroup: group, persistConsumerOffsetInterval: 200 });
+  consumer.on('error', err => errors.push(err.message));
+  const got = new Map();
+  let closing = false;
+  consumer.subscribe(topic, '*', async msg => {
+    const body = msg.body.toString();
+    got.set(body, { body, tags: msg.tags, keys: msg.keys, properties: msg.properties });
+    if (got.size >= expected && !closing) {
+      closing = true;
+      // let this last message be acknowledged, then persist the offsets and leave
+      setTimeout(async () => {
+        await consumer.close();
+        done({ messages: [...got.values()] });
+      }, 1000);
+    }
+  });
+}
+
+(async () => {
+  if (mode === 'produce') await produce(Number(process.argv[5]));
+  else if (mode === 'consume') consume(process.argv[5], Number(process.argv[6]));
+  else throw new Error(`unknown mode ${mode}`);
+})().catch(err => {
+  errors.push(String(err && err.stack || err));
+  done({ failed: true });
+});

@@ -1,0 +1,131 @@
+"""ali-ons 3.12.0 (npm) against a pymq cluster of 2 brokers: a RocketMQ remoting client
+written in JavaScript, with its own frame codec, that speaks as a Java client does
+(language JAVA, SEND_MESSAGE_V2 with short field names, which the C++ client never
+sends). Its Producer sends and pymq reads every message back; its push Consumer consumes
+a group's messages, pymq's own included, and its offsets reach the brokers.
+
+node and npm are not prerequisites of pymq: without them these tests skip, saying so.
+With them the client is installed from npm (``js/package-lock.json``) into
+``build/interop-js``, and a failure to install fails the tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pymq_side import QUEUES, consumer_progress, create_topic, pull_all
+
+from connector.client.producer import Producer
+from connector.protocol.message import Message
+from connector.server.local import LocalCluster
+
+JS = Path(__file__).parent / "js"
+TOPIC = "AliOnsInterop"
+COUNT = 200
+FROM_PYMQ = 50
+
+
+@pytest.fixture(scope="module")
+def node_client() -> Path:
+    """A directory holding ``client.js`` and its ``node_modules``."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node and npm are not installed: the ali-ons client is not run")
+    lock = (JS / "package-lock.json").read_bytes()
+    where = JS.parents[2] / "build" / "interop-js"
+    stamp = where / ".installed"
+    digest = hashlib.sha256(lock + (JS / "package.json").read_bytes()).hexdigest()
+    if not stamp.exists() or stamp.read_text() != digest:
+        shutil.rmtree(where, ignore_errors=True)
+        where.mkdir(parents=True)
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(JS / name, where / name)
+        proc = subprocess.run(
+            [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund"],
+            cwd=where,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, f"npm ci failed: {proc.stderr[-2000:]}"
+        stamp.write_text(digest)
+    shutil.copy(JS / "client.js", where / "client.js")
+    return where
+
+
+def run(client: Path, home: Path, *args: str) -> dict[str, Any]:
+    """``node client.js args...`` (bounded; a fresh ``HOME``: the client writes its offsets
+    and logs there); its one-line JSON report."""
+    proc = subprocess.run(
+        ["node", "client.js", *args],
+        cwd=client,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HOME": str(home)},
+    )
+    lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 0 and lines, f"rc {proc.returncode}: {proc.stderr[-2000:]}"
+    report: dict[str, Any] = json.loads(lines[-1])
+    assert not report.get("timedOut") and not report.get("failed"), report
+    return report
+
+
+@pytest.fixture(scope="module")
+def produced(node_client: Path, cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+             ) -> list[dict[str, Any]]:  # fmt: skip
+    create_topic(cluster.namesrv_addr, TOPIC)
+    home = tmp_path_factory.mktemp("ali-ons-home")
+    report = run(node_client, home, "produce", cluster.namesrv_addr, TOPIC, str(COUNT))
+    sent: list[dict[str, Any]] = report["sent"]
+    return sent
+
+
+def test_its_producer_sends_and_pymq_reads_every_message_intact(
+    produced: list[dict[str, Any]], cluster: LocalCluster
+) -> None:
+    assert [s["i"] for s in produced] == list(range(COUNT))
+    assert {s["status"] for s in produced} == {"SEND_OK"}
+    got = {m.body.decode(): m for m in pull_all(cluster.namesrv_addr, TOPIC)}
+    assert len(got) == COUNT
+    for i in range(COUNT):
+        m = got[f"ali-ons-{i}-é"]
+        assert (m.tags, m.keys, m.properties["seq"]) == ("TagB" if i % 2 else "TagA",
+                                                         [f"key-{i}"], str(i))  # fmt: skip
+    assert len({(s["broker"], s["queue"]) for s in produced}) == 2 * QUEUES  # every queue
+
+
+def test_its_push_consumer_consumes_a_group_pymq_messages_too_and_commits(
+    produced: list[dict[str, Any]],
+    node_client: Path,
+    cluster: LocalCluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    ns = cluster.namesrv_addr
+    with Producer(group="PID_PYMQ_TO_ALI_ONS", namesrv=ns) as producer:
+        for i in range(FROM_PYMQ):
+            msg = Message(topic=TOPIC, body=f"pymq-{i}".encode(), tags="TagC",
+                          keys=[f"pk-{i}"], properties={"color": "red"})  # fmt: skip
+            producer.send(msg)
+    group = "CID_ALI_ONS"
+    home = tmp_path_factory.mktemp("ali-ons-home")
+    report = run(node_client, home, "consume", ns, TOPIC, group, str(COUNT + FROM_PYMQ))
+    messages = {m["body"]: m for m in report["messages"]}
+    assert len(messages) == COUNT + FROM_PYMQ
+    assert messages["ali-ons-7-é"]["tags"] == "TagB" and messages["ali-ons-7-é"]["keys"] == "key-7"
+    ours = messages["pymq-3"]
+    assert (ours["tags"], ours["keys"], ours["properties"]["color"]) == ("TagC", "pk-3", "red")
+    # it found its group's retry topic (made by the broker at its first heartbeat)
+    assert not [e for e in report["errors"] if "%RETRY%" in e], report["errors"]
+    rows = [r for r in consumer_progress(ns, group) if r["topic"] == TOPIC]
+    assert len(rows) == 2 * QUEUES
+    assert all(r["consumer_offset"] == r["broker_offset"] for r in rows), rows
