@@ -2,7 +2,9 @@
 written in JavaScript, with its own frame codec, that speaks as a Java client does
 (language JAVA, SEND_MESSAGE_V2 with short field names, which the C++ client never
 sends). Its Producer sends and pymq reads every message back; its push Consumer consumes
-a group's messages, pymq's own included, and its offsets reach the brokers.
+a group's messages, pymq's own included, and its offsets reach the brokers; a message it
+asks again (ACTION_RETRY, sent back with CONSUMER_SEND_MSG_BACK) comes back from
+``%RETRY%group``.
 
 node and npm are not prerequisites of pymq: without them these tests skip, saying so.
 With them the client is installed from npm (``js/package-lock.json``) into
@@ -30,6 +32,7 @@ JS = Path(__file__).parent / "js"
 TOPIC = "AliOnsInterop"
 COUNT = 200
 FROM_PYMQ = 50
+RETRIED = 8
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +132,25 @@ def test_its_push_consumer_consumes_a_group_pymq_messages_too_and_commits(
     rows = [r for r in consumer_progress(ns, group) if r["topic"] == TOPIC]
     assert len(rows) == 2 * QUEUES
     assert all(r["consumer_offset"] == r["broker_offset"] for r in rows), rows
+
+
+def test_a_message_its_push_consumer_asks_again_comes_back_from_the_retry_topic(
+    node_client: Path, cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """ACTION_RETRY: CONSUMER_SEND_MSG_BACK from a Java-style client; the broker keeps
+    the message in %RETRY%group for the first retry delay (10 s) and the consumer,
+    subscribed to that topic since it started, gets it again with its own topic."""
+    ns = cluster.namesrv_addr
+    topic = "AliOnsRetry"
+    create_topic(ns, topic)
+    with Producer(group="PID_PYMQ_TO_ALI_ONS", namesrv=ns) as producer:
+        for i in range(RETRIED):
+            producer.send(Message(topic=topic, body=f"again-{i}".encode(), tags="TagR"))
+    home = tmp_path_factory.mktemp("ali-ons-home")
+    report = run(node_client, home, "retry", ns, topic, "CID_ALI_ONS_RETRY", str(RETRIED))
+    again = {m["body"]: m for m in report["messages"]}
+    assert set(again) == {f"again-{i}" for i in range(RETRIED)}
+    for m in again.values():
+        assert (m["topic"], m["tags"], m["reconsumeTimes"]) == (topic, "TagR", 1), m
+        assert m["properties"]["RETRY_TOPIC"] == topic
+    assert not report["errors"], report["errors"]

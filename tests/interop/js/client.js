@@ -3,6 +3,7 @@
 // tests/interop/test_ali_ons.py. One JSON line on stdout says what happened.
 //   node client.js produce <namesrv> <topic> <count>
 //   node client.js consume <namesrv> <topic> <group> <expected>
+//   node client.js retry <namesrv> <topic> <group> <expected>  (each message asked again once)
 const { Producer, Consumer, Message } = require('ali-ons');
 const httpclient = require('urllib');
 
@@ -32,14 +33,22 @@ async function produce(count) {
   done({ sent });
 }
 
-function consume(group, expected) {
+function consume(group, expected, retryOnce) {
   const consumer = new Consumer({ ...common, consumerGroup: group, persistConsumerOffsetInterval: 200 });
   consumer.on('error', err => errors.push(err.message));
   const got = new Map();
+  const refused = new Set();
   let closing = false;
   consumer.subscribe(topic, '*', async msg => {
     const body = msg.body.toString();
-    got.set(body, { body, tags: msg.tags, keys: msg.keys, properties: msg.properties });
+    if (retryOnce && !refused.has(body)) {
+      refused.add(body);
+      return Consumer.ACTION_RETRY; // sent back to the broker: %RETRY%group, later
+    }
+    got.set(body, {
+      body, tags: msg.tags, keys: msg.keys, properties: msg.properties,
+      topic: msg.topic, reconsumeTimes: msg.reconsumeTimes,
+    });
     if (got.size >= expected && !closing) {
       closing = true;
       // let this last message be acknowledged, then persist the offsets and leave
@@ -53,7 +62,8 @@ function consume(group, expected) {
 
 (async () => {
   if (mode === 'produce') await produce(Number(process.argv[5]));
-  else if (mode === 'consume') consume(process.argv[5], Number(process.argv[6]));
+  else if (mode === 'consume') consume(process.argv[5], Number(process.argv[6]), false);
+  else if (mode === 'retry') consume(process.argv[5], Number(process.argv[6]), true);
   else throw new Error(`unknown mode ${mode}`);
 })().catch(err => {
   errors.push(String(err && err.stack || err));
