@@ -18,7 +18,7 @@ A settled held pull lets go of its timer and its callback. Kept, they made
 two reference cycles a pull (it -> timer -> it; it -> the edge's callback ->
 the list that keeps it), ~21 objects only the cyclic collector could free:
 on the end-to-end workload (a held pull a message burst) the broker's
-generation-1 collections ran about once a second for 0.2-1.6 ms each, the
+generation-1 collections ran about once a second for 0.2-2.1 ms each, the
 event loop stopped meanwhile.
 """
 

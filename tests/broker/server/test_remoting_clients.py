@@ -21,10 +21,11 @@ WAIT_S = 5.0
 
 
 class Member:
-    """A consumer of ``GROUP`` on a connection of its own, recording what the broker asks."""
+    """A consumer of ``group`` on a connection of its own, recording what the broker asks."""
 
-    def __init__(self, addr: str, client_id: str) -> None:
+    def __init__(self, addr: str, client_id: str, group: str = GROUP) -> None:
         self.client_id = client_id
+        self.group = group
         self.asked: queue.Queue[RemotingCommand] = queue.Queue()
         self.conn = RemotingConnection(addr, on_request=lambda _c, cmd: self.asked.put(cmd))
 
@@ -34,7 +35,7 @@ class Member:
             "producerDataSet": [],
             "consumerDataSet": [
                 {
-                    "groupName": GROUP,
+                    "groupName": self.group,
                     "consumeType": 1,  # numbers, as the C++ client sends the enums
                     "messageModel": 1,
                     "consumeFromWhere": 0,
@@ -47,7 +48,7 @@ class Member:
         return self.conn.invoke(cmd, WAIT_S)
 
     def members(self) -> list[str]:
-        cmd = RemotingCommand(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP})
+        cmd = RemotingCommand(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group})
         resp = self.conn.invoke(cmd, WAIT_S)
         if resp.code != ResponseCode.SUCCESS:
             return []
@@ -137,3 +138,14 @@ def test_a_consumer_groups_heartbeat_creates_its_retry_topic_and_the_namesrv_rou
     finally:
         m.conn.close()
         lookup.close()
+
+
+def test_a_group_named_too_long_for_a_retry_topic_still_joins(broker_addr: str) -> None:
+    """127 characters is a legal group name, but ``%RETRY%`` + it is no legal topic name:
+    the heartbeat registers the member all the same, without a retry topic."""
+    m = Member(broker_addr, "client-long", group="G" * 127)
+    try:
+        assert m.heartbeat().code == ResponseCode.SUCCESS
+        assert m.members() == ["client-long"]
+    finally:
+        m.conn.close()
