@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from broker.config import BrokerConfig
 from broker.store.topics import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigTable
+from connector.errors import InvalidTopicError
 from connector.protocol.names import (
     DEFAULT_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
@@ -91,6 +92,18 @@ class TopicManager:
     def retry_config(self, group: str) -> TopicConfig:
         topic = RETRY_GROUP_TOPIC_PREFIX + group
         return self.table.get(topic) or TopicConfig(topic, 1, 1, PERM_READ | PERM_WRITE)
+
+    def ensure_retry_topic(self, group: str) -> bool:
+        """Create ``%RETRY%group`` (1 queue) if it is missing, as RocketMQ's broker does
+        when a consumer group heartbeats: its push consumers look up that topic's route
+        as they start. False when ``%RETRY%`` + the group's name is too long for a topic
+        (a group name may have 127 characters): the group goes without one."""
+        try:
+            self.ensure(self.retry_config(group))
+        except InvalidTopicError:
+            log.debug("group %s has a name too long for a retry topic", group)
+            return False
+        return True
 
     def dlq_config(self, group: str) -> TopicConfig:
         topic = DLQ_GROUP_TOPIC_PREFIX + group

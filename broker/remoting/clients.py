@@ -25,7 +25,7 @@ import orjson
 
 from broker.client_manager import ClientManager
 from broker.topic_manager import TopicManager
-from connector.errors import ClientError, InvalidTopicError
+from connector.errors import ClientError
 from connector.protocol.names import validate_group
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.server.remoting import Channel, Ext
@@ -61,10 +61,7 @@ class ClientHandlers:
             if not isinstance(consumer, dict) or not consumer.get("groupName"):
                 continue
             group = validate_group(_text(consumer["groupName"]))
-            try:
-                self.topics.ensure(self.topics.retry_config(group))
-            except InvalidTopicError:  # "%RETRY%" + a group name near the limit: too long
-                log.debug("group %s has a name too long for a retry topic", group)
+            self.topics.ensure_retry_topic(group)
             subs = {
                 _text(s.get("topic")): _text(s.get("subString")) or "*"
                 for s in consumer.get("subscriptionDataSet") or []
