@@ -24,7 +24,17 @@ def register(parser: argparse.ArgumentParser) -> None:
     add("--config", type=Path, help="TOML file with broker and store settings (conf/broker-a.toml)")
     add("--name", dest="broker_name", help="broker name (default broker-a)")
     add("--cluster", dest="broker_cluster_name", help="cluster name (default DefaultCluster)")
-    add("--id", dest="broker_id", help="broker id: 0 = master (default 0)")
+    add("--id", dest="broker_id", help="broker id: 0 = master, 1.. = its slaves (default 0)")
+    add(
+        "--role",
+        dest="broker_role",
+        type=str.upper,
+        choices=["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"],
+        help="ASYNC_MASTER (default), SYNC_MASTER (a send is answered once its in-sync "
+        "slaves have it) or SLAVE (replicates the master of its --name; needs --id > 0)",
+    )
+    add("--ha-port", dest="ha_listen_port",
+        help="a master's replication port; 0 picks a free one (default --port + 1)")  # fmt: skip
     add("--host", help="address to bind and to register (default 127.0.0.1)")
     add("--port", help="remoting (RocketMQ protocol) port; 0 picks a free one (default 10911)")
     add(
@@ -48,6 +58,7 @@ def build_config(args: argparse.Namespace, environ: dict[str, str]) -> BrokerCon
     keys = (
         "broker_name", "broker_cluster_name", "broker_id", "host", "port", "http_port", "namesrv",
         "store_dir", "flush_disk_type", "mapped_file_size_commit_log", "auto_create_topic_enable",
+        "broker_role", "ha_listen_port",
     )  # fmt: skip
     flags: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
     return load_settings(
@@ -64,11 +75,16 @@ def _run(args: argparse.Namespace) -> int:
         config = build_config(args, dict(os.environ))
         rsock = bind_socket(config.host, config.port)
         sock = bind_socket(config.host, config.resolved_http_port)
+        # a master listens for its slaves; a slave connects to its master's
+        hsock = None
+        if config.broker_role.is_master:
+            hsock = bind_socket(config.host, config.resolved_ha_port)
     except PyMQError as exc:
         print(f"pymq broker: {exc.message}", file=sys.stderr)
         return 2
     port, http_port = rsock.getsockname()[1], sock.getsockname()[1]
-    config = config.with_ports(port, http_port)
+    ha_port = hsock.getsockname()[1] if hsock is not None else None
+    config = config.with_ports(port, http_port, ha_port)
     logging.basicConfig(
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -80,17 +96,19 @@ def _run(args: argparse.Namespace) -> int:
     from broker.remoting import remoting_server  # noqa: PLC0415
 
     try:
-        controller = BrokerController(config)
+        controller = BrokerController(config, ha_socket=hsock)
     except PyMQError as exc:
         print(f"pymq broker: {exc.message}", file=sys.stderr)
         return 2
     store_dir = controller.store.config.store_dir
     namesrv = ";".join(config.namesrv_addrs) or "none"
 
+    ha = f"ha {config.host}:{ha_port}, " if ha_port is not None else ""
     ready = (
         f"pymq broker {config.broker_name} ready: remoting {config.host}:{port}, "
         f"http http://{config.host}:{http_port} "
         f"(cluster {config.broker_cluster_name}, id {config.broker_id}, "
+        f"{config.broker_role.value}, {ha}"
         f"store {store_dir}, namesrv {namesrv}, "
         f"{controller.store.config.flush_disk_type.value})"
     )

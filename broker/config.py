@@ -8,6 +8,7 @@ turned into a ``StoreConfig`` by ``store_config()``.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import re
 import socket
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from broker.store.config import StoreConfig
 from connector.errors import ConfigError
 from connector.server.settings import http_port_for
 
-__all__ = ["DEFAULT_DELAY_LEVELS", "BrokerConfig", "parse_delay_levels"]
+__all__ = ["DEFAULT_DELAY_LEVELS", "BrokerConfig", "BrokerRole", "parse_delay_levels"]
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -48,6 +49,20 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     if not out:
         raise ConfigError("message_delay_level must list at least one level")
     return tuple(out)
+
+
+class BrokerRole(str, enum.Enum):
+    """RocketMQ's roles: a master (id 0) answers a send once it is stored
+    (ASYNC_MASTER) or once every in-sync slave has it too (SYNC_MASTER); a SLAVE
+    (id > 0) replicates its master's CommitLog and refuses writes."""
+
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+    @property
+    def is_master(self) -> bool:
+        return self is not BrokerRole.SLAVE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +95,21 @@ class BrokerConfig:
     # sleeps in the kernel (connector.server.busy_poll): a wake-up saved per request, for
     # at most this much CPU a request; 0 turns it off
     busy_poll_us: int = 100
+    # -- high availability (broker/ha): a master's slaves connect to its HA port
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    ha_listen_port: int | None = None  # default port + 1 (free with port 0)
+    # a slave's master HA address "host:port" when not learnt from the NameServers
+    ha_master_address: str | None = None
+    # a slave behind for longer than this leaves the in-sync set (RocketMQ 5's value)
+    ha_max_time_slave_not_catchup_ms: int = 15_000
+    # the master's heartbeat to an idle slave, and the slave's acknowledgement when idle
+    ha_send_heartbeat_interval_ms: int = 1_000
+    # a connection silent for this long is closed (RocketMQ's haHousekeepingInterval)
+    ha_housekeeping_interval_ms: int = 20_000
+    # the most CommitLog bytes in one replication frame
+    ha_transfer_batch_bytes: int = 1 << 20
+    # how often the master looks for changed topics, offsets and delay progress to send
+    ha_metadata_interval_ms: int = 200
     log_level: str = "warning"
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -93,6 +123,37 @@ class BrokerConfig:
                 raise ConfigError(f"{name} {value} is out of range 0..65535")
         if self.broker_id < 0:
             raise ConfigError("broker_id must be >= 0 (0 = master)")
+        try:
+            role = self.broker_role
+            if not isinstance(role, BrokerRole):
+                role = BrokerRole(str(role).strip().upper())
+            object.__setattr__(self, "broker_role", role)
+        except ValueError:
+            raise ConfigError(
+                f"broker_role must be one of {', '.join(r.value for r in BrokerRole)}"
+            ) from None
+        if self.broker_role.is_master and self.broker_id != 0:
+            raise ConfigError(
+                f"a {self.broker_role.value} has broker_id 0; a slave has broker_id > 0 "
+                "and broker_role SLAVE"
+            )
+        if not self.broker_role.is_master and self.broker_id == 0:
+            raise ConfigError("a SLAVE needs broker_id > 0 (0 is its master's)")
+        if self.ha_listen_port is not None and not 0 <= self.ha_listen_port <= 65535:
+            raise ConfigError(f"ha_listen_port {self.ha_listen_port} is out of range 0..65535")
+        for name in (
+            "ha_max_time_slave_not_catchup_ms",
+            "ha_send_heartbeat_interval_ms",
+            "ha_housekeeping_interval_ms",
+            "ha_transfer_batch_bytes",
+            "ha_metadata_interval_ms",
+        ):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive")
+        if self.ha_master_address is not None:
+            host, sep, port = self.ha_master_address.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError("ha_master_address must be host:port")
         if self.broker_permission not in (0, 2, 4, 6):
             raise ConfigError("broker_permission must be 0, 2 (write), 4 (read) or 6")
         for name in ("register_name_server_period_ms", "register_timeout_ms", "max_pull_nums"):
@@ -120,6 +181,21 @@ class BrokerConfig:
     def resolved_http_port(self) -> int:
         """``http_port``, else ``port`` + 4 (0 with port 0: both free)."""
         return http_port_for(self.port, self.http_port)
+
+    @property
+    def resolved_ha_port(self) -> int:
+        """``ha_listen_port``, else ``port`` + 1 (RocketMQ's; 0 with port 0: free)."""
+        if self.ha_listen_port is not None:
+            return self.ha_listen_port
+        return 0 if self.port == 0 else self.port + 1
+
+    @property
+    def ha_addr(self) -> str:
+        """The HA address slaves are told, on the host clients are told (``addr``'s)."""
+        host = self.addr.rpartition(":")[0]
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return f"{host}:{self.resolved_ha_port}"
 
     @property
     def http_addr(self) -> str:
@@ -160,5 +236,6 @@ class BrokerConfig:
             store_dir=self.resolved_store_dir, store_host=host, store_port=port, **kwargs
         )
 
-    def with_ports(self, port: int, http_port: int) -> BrokerConfig:
-        return dataclasses.replace(self, port=port, http_port=http_port)
+    def with_ports(self, port: int, http_port: int, ha_port: int | None = None) -> BrokerConfig:
+        ha = self.ha_listen_port if ha_port is None else ha_port
+        return dataclasses.replace(self, port=port, http_port=http_port, ha_listen_port=ha)

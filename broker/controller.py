@@ -1,27 +1,39 @@
 """BrokerController: one broker's parts, wired and started in order.
 
 Store (recovery first), topic and offset tables, processors, the schedule
-service, long polling, metrics and NameServer registration. Shutdown runs in
-reverse: unregister, stop delivering, persist offsets, flush the store and
-remove its abort file.
+service, long polling, metrics, HA (a master's service for its slaves, or a
+slave's client of its master) and NameServer registration. Shutdown runs in
+reverse: unregister, stop replicating and delivering, persist offsets, flush
+the store and remove its abort file.
+
+A master begins a new epoch each time it starts (``broker.store.epochs``); a
+slave first finishes a truncation a crash interrupted, then replicates. A
+slave runs no schedule service (its master delivers delayed messages; their
+progress arrives with the metadata).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import Callable
 
 from broker.client_manager import ClientManager
 from broker.config import BrokerConfig
+from broker.ha.master import HAService
+from broker.ha.metadata import HAMetadata
+from broker.ha.slave import HAClient
 from broker.longpoll import HeldPull, PullRequestHoldService
 from broker.metrics import BrokerMetrics
 from broker.processors import AdminProcessor, PullMessageProcessor, SendMessageProcessor
 from broker.processors.send import SendOutcome
 from broker.registration import BrokerRegistrar
 from broker.schedule import ScheduleMessageService
+from broker.store.epochs import EpochFile
 from broker.store.offsets import ConsumerOffsetTable
+from broker.store.replica import ReplicaLog
 from broker.store.results import PutMessageResult, RecoveryReport
 from broker.store.store import MessageStore
 from broker.store.topics import TopicConfigTable
@@ -38,7 +50,14 @@ CLIENT_SCAN_INTERVAL_S = 10.0  # RocketMQ's ClientHousekeepingService
 
 
 class BrokerController:
-    def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        ha_socket: socket.socket | None = None,
+    ) -> None:
+        """``ha_socket``: a master's bound HA listener (its slaves connect there)."""
         self.config = config
         store_config = config.store_config()
         self.store = MessageStore(store_config, clock=clock)
@@ -47,10 +66,30 @@ class BrokerController:
             TopicConfigTable(cfg_dir / "topics.json"), config, on_change=self._topics_changed
         )
         self.offsets = ConsumerOffsetTable(cfg_dir / "consumerOffset.json")
-        self.send = SendMessageProcessor(self.store, self.topics, config, clock=clock)
+        self.schedule = ScheduleMessageService(self.store, config.delay_levels_ms, clock=clock)
+        self.epochs = EpochFile(store_config.store_dir / "epochs.json")
+        self.ha_metadata = HAMetadata(self.topics, self.offsets, self.schedule)
+        self.ha: HAService | None = None  # a master's
+        self.ha_client: HAClient | None = None  # a slave's
+        self.replica: ReplicaLog | None = None
+        self._ha_socket = ha_socket
+        if config.broker_role.is_master:
+            self.ha = HAService(self.store, config, self.epochs, self.ha_metadata)
+        else:
+            self.replica = ReplicaLog(self.store, self.epochs)
+            self.offsets.track_local = True  # handed to the master when it is back
+            self.ha_client = HAClient(
+                self.store, self.replica, config, self.ha_metadata,
+                lambda: self.registrar.ha_server_addr,
+                on_connect_failed=self._master_unreachable,
+            )  # fmt: skip
+        self.send = SendMessageProcessor(
+            self.store, self.topics, config, clock=clock,
+            replicated=self.ha.wait_replicated if self.ha is not None and self.ha.sync else None,
+            master_addr=lambda: self.registrar.master_addr,
+        )  # fmt: skip
         self.pull = PullMessageProcessor(self.store, self.topics, config)
         self.admin = AdminProcessor(self.store, self.topics, self.offsets, config)
-        self.schedule = ScheduleMessageService(self.store, config.delay_levels_ms, clock=clock)
         self.metrics = BrokerMetrics(self.store)
         self.clients = ClientManager()  # live producers and consumers, per group
         self.on_clients_expired: Callable[[], None] = self._scan_clients
@@ -72,21 +111,45 @@ class BrokerController:
         self.hold = PullRequestHoldService(loop)
         self.recovery = await asyncio.to_thread(self._start_store)
         self.store.arrival_listeners.append(self.hold.notify)
-        self.schedule.start()
+        if self.ha is not None:
+            self.schedule.start()
+            if self._ha_socket is not None:
+                await self.ha.start(self._ha_socket)
+        await self.registrar.start()
+        if self.ha_client is not None:
+            await self.ha_client.start()
         self._tasks.append(asyncio.create_task(self._persist_offsets_periodically()))
         self._tasks.append(asyncio.create_task(self._expire_clients_periodically()))
-        await self.registrar.start()
-        log.info("broker %s started: %s", self.config.broker_name, self.recovery)
+        log.info(
+            "broker %s (%s) started: %s",
+            self.config.broker_name, self.config.broker_role.value, self.recovery,
+        )  # fmt: skip
 
     def _start_store(self) -> RecoveryReport:
         warm_up_kernels()
         self.topics.start()
         self.offsets.load()
-        return self.store.start()
+        report = self.store.start()
+        self.epochs.load()
+        if self.replica is not None:
+            self.schedule.load()
+            self.replica.finish_truncation()
+        else:
+            self.epochs.begin(self.store.commit_log.max_offset())
+        return report
+
+    def _master_unreachable(self) -> None:
+        """A slave could not reach its master: ask the NameServers again (the master may
+        have come back elsewhere)."""
+        self.registrar.register_soon()
 
     async def stop(self) -> None:
         """Unregister, stop delivering, persist offsets, flush, remove the abort file."""
         await self.registrar.stop(self.unregistration_request())
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+        if self.ha is not None:
+            await self.ha.stop()
         if self.hold is not None:
             self.hold.wake_all()
         for task in self._tasks:
@@ -98,6 +161,8 @@ class BrokerController:
     def _stop_store(self) -> None:
         self.schedule.stop()
         self.offsets.persist()
+        if self.replica is not None:
+            self.schedule.persist()  # the master's progress, as last received
         self.store.shutdown()
 
     def wake_waiters(self) -> None:
@@ -136,12 +201,15 @@ class BrokerController:
         )
 
     async def _persist_offsets_periodically(self) -> None:
+        delay: dict[int, int] = {}
         while True:
             await asyncio.sleep(OFFSET_PERSIST_INTERVAL_S)
-            if not self.offsets.dirty:
-                continue
             try:
-                await asyncio.to_thread(self.offsets.persist)
+                if self.offsets.dirty:
+                    await asyncio.to_thread(self.offsets.persist)
+                if self.replica is not None and self.schedule.offsets != delay:
+                    delay = dict(self.schedule.offsets)  # a slave keeps its master's progress
+                    await asyncio.to_thread(self.schedule.persist)
             except OSError:
                 log.exception("persisting consumer offsets failed; retrying")
 
@@ -152,6 +220,16 @@ class BrokerController:
         while True:
             await asyncio.sleep(CLIENT_SCAN_INTERVAL_S)
             self.on_clients_expired()
+
+    # -- HA ------------------------------------------------------------------------------
+
+    def suggested_broker_id(self) -> str:
+        """Where a pull client should read next (a pull answer's suggestWhichBrokerId):
+        the master ("0") while it is up; a slave that lost its master keeps readers."""
+        client = self.ha_client
+        if client is None or client.connected:
+            return "0"
+        return str(self.config.broker_id)
 
     # -- registration ------------------------------------------------------------------
 
@@ -164,12 +242,14 @@ class BrokerController:
         """Create or update a topic; answered once every NameServer has the broker's
         new registration (or its timeout passed), as RocketMQ's createTopic does, so a
         client started right after finds the topic's own route, not TBW102's."""
+        self.send.check_master()  # a slave takes its topics from its master
         status = self.admin.put_topic(topic, body)
         await self.registrar.register_now()
         return status
 
     async def delete_topic(self, topic: str) -> None:
         """Delete a topic; answered once the NameServers have the registration without it."""
+        self.send.check_master()
         self.admin.delete_topic(topic)
         await self.registrar.register_now()
 
@@ -183,6 +263,7 @@ class BrokerController:
             data_version=self.topics.data_version(),
             topics=self.topics.registration_topics(),
             http_addr=c.http_addr,
+            ha_addr=c.ha_addr if self._ha_socket is not None else None,
         )
 
     def unregistration_request(self) -> UnregisterBrokerRequest:

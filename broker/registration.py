@@ -42,6 +42,10 @@ class BrokerRegistrar:
         self.period_s = period_ms / 1000
         self.timeout_s = timeout_ms / 1000
         self.registrations = 0
+        # what the NameServers last said of this broker's master (a slave replicates
+        # from ``ha_server_addr``)
+        self.master_addr: str | None = None
+        self.ha_server_addr: str | None = None
         self._started = False
         self._task: asyncio.Task[None] | None = None
         self._kick: asyncio.Event | None = None
@@ -111,6 +115,9 @@ class BrokerRegistrar:
         if resp.code != ResponseCode.SUCCESS:
             log.warning("NameServer %s refused the %s: %s %s", addr, what, resp.code, resp.remark)
             return False
+        if code == RequestCode.REGISTER_BROKER:
+            self.master_addr = resp.ext.get("masterAddr") or None
+            self.ha_server_addr = resp.ext.get("haServerAddr") or None
         return True
 
     async def stop(self, unregister: UnregisterBrokerRequest | None) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from broker.config import BrokerConfig
 from broker.store.topics import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigTable
@@ -75,6 +76,11 @@ class TopicManager:
             self._changed()
         return deleted
 
+    def replace(self, raw: dict[str, Any]) -> None:
+        """Take a master's whole table (a slave, from HA); registers again if it changed."""
+        if self.table.replace(raw):
+            self._changed()
+
     def auto_create_config(self, topic: str) -> TopicConfig | None:
         """The config a topic first seen in a send would get (from TBW102), not yet stored.
 
@@ -98,6 +104,8 @@ class TopicManager:
         when a consumer group heartbeats: its push consumers look up that topic's route
         as they start. False when ``%RETRY%`` + the group's name is too long for a topic
         (a group name may have 127 characters): the group goes without one."""
+        if not self.config.broker_role.is_master:
+            return False  # a slave's topics are its master's
         try:
             self.ensure(self.retry_config(group))
         except InvalidTopicError:

@@ -22,6 +22,7 @@ chaining ``isinstance`` checks. The HTTP edge maps codes to status codes once.
     ├── NoPermissionError               NO_PERMISSION
     ├── BrokerBusyError                 SYSTEM_BUSY (retriable)
     ├── ServiceNotAvailableError        SERVICE_NOT_AVAILABLE (retriable)
+    │   └── NotMasterError              NOT_MASTER (421): a slave refuses writes
     ├── RemotingError                   connection / timeout (retriable)
     │   ├── ConnectError                CONNECT_FAILED
     │   └── RemotingTimeoutError        TIMEOUT
@@ -52,6 +53,7 @@ __all__ = [
     "MessageTooLargeError",
     "NoPermissionError",
     "NotFoundError",
+    "NotMasterError",
     "PyMQError",
     "RemotingError",
     "RemotingTimeoutError",
@@ -179,6 +181,14 @@ class ServiceNotAvailableError(PyMQError):
     code = "SERVICE_NOT_AVAILABLE"
     retriable = True
     http_status = 503
+
+
+class NotMasterError(ServiceNotAvailableError):
+    """A write sent to a slave: only the master of a broker name takes writes.
+    ``master_addr`` names the master's remoting address when the slave knows it."""
+
+    code = "NOT_MASTER"
+    http_status = 421  # Misdirected Request: the same request, sent to the master, works
 
 
 class RemotingError(PyMQError):

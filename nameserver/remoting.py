@@ -70,6 +70,8 @@ def remoting_server(routes: RouteInfoManager, kv: KvConfigManager) -> RemotingSe
             raise ClientError(f"registration body: {_first_error(exc)}") from None
         result = routes.register_broker(req)
         ext = {"masterAddr": result.master_addr} if result.master_addr else {}
+        if result.ha_server_addr:
+            ext["haServerAddr"] = result.ha_server_addr
         return request.response(ext=ext)
 
     def unregister(_: Channel, request: RemotingCommand) -> RemotingCommand:

@@ -73,6 +73,7 @@ class _Live:
     last_update_ms: int
     version: tuple[int, int]
     http_addr: str | None = None
+    ha_addr: str | None = None
 
 
 class RouteInfoManager:
@@ -133,14 +134,16 @@ class RouteInfoManager:
             if broker_id == MASTER_ID and (first or prev is None or prev.version != version):
                 self._update_queues(name, req.topics)
             self._broker_live[addr] = _Live(
-                req.cluster, name, broker_id, now, version, req.http_addr
+                req.cluster, name, broker_id, now, version, req.http_addr, req.ha_addr
             )
             master_addr = group.addrs.get(MASTER_ID)
+            master = self._broker_live.get(master_addr) if master_addr else None
+            ha_server_addr = master.ha_addr if master is not None else None
         if first:
             log.info(
                 "broker %s id %d of cluster %s registered at %s", name, broker_id, req.cluster, addr
             )
-        return RegisterBrokerResult(master_addr=master_addr)
+        return RegisterBrokerResult(master_addr=master_addr, ha_server_addr=ha_server_addr)
 
     def unregister_broker(self, req: UnregisterBrokerRequest) -> bool:
         """Forget a broker that shut down cleanly; False if it was not registered there."""

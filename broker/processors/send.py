@@ -33,6 +33,7 @@ from connector.errors import (
     MessageNotExistError,
     MessageTooLargeError,
     NoPermissionError,
+    NotMasterError,
     PyMQError,
     ServiceNotAvailableError,
     StoreError,
@@ -118,11 +119,18 @@ class SendMessageProcessor:
         config: BrokerConfig,
         *,
         clock: Callable[[], float] = time.time,
+        replicated: Callable[[int], asyncio.Future[PutMessageStatus]] | None = None,
+        master_addr: Callable[[], str | None] = lambda: None,
     ) -> None:
+        """``replicated`` (SYNC_MASTER): the HA service's wait for the in-sync slaves
+        to have the log up to an offset; ``master_addr``: a slave's master, named when
+        it refuses a write."""
         self.store = store
         self.topics = topics
         self.config = config
         self.clock = clock
+        self.replicated = replicated
+        self.master_addr = master_addr
         self.delay_levels_ms = config.delay_levels_ms
         self.uniq = UniqKeyGenerator()
         self._round_robin = itertools.count()
@@ -149,6 +157,7 @@ class SendMessageProcessor:
         DLQ) is appended to ``new_topics``; the caller stores it once the
         message is stored.
         """
+        self.check_master()
         if not self.config.broker_permission & PERM_WRITE:
             raise NoPermissionError(f"broker {self.config.broker_name} is not writable")
         validate_topic(topic)
@@ -179,6 +188,19 @@ class SendMessageProcessor:
                 f"{max(cfg.read_queue_nums, cfg.write_queue_nums)} queues"
             )
         return cfg, queue_id
+
+    def check_master(self) -> None:
+        """A slave takes no writes: NotMasterError naming the master (if known)."""
+        cfg = self.config
+        if cfg.broker_role.is_master:
+            return
+        master = self.master_addr()
+        where = f"its master is {master}" if master else "its master is not known now"
+        raise NotMasterError(
+            f"broker {cfg.broker_name} id {cfg.broker_id} is a SLAVE and takes no writes; {where}",
+            broker_name=cfg.broker_name,
+            master_addr=master or "",
+        )
 
     def check_body(self, body: bytes) -> None:
         if not body:
@@ -318,15 +340,51 @@ class SendMessageProcessor:
         ``BrokerController.stored`` awaits it."""
         inner = routed.inner
         if self.appender is not None:
-            return SendOutcome(
+            return self._replicated(SendOutcome(
                 _PENDING, inner.topic, inner.queue_id, routed.msg_id,
                 pending=self.appender.put(inner), new_topics=routed.new_topics,
-            )  # fmt: skip
+            ))  # fmt: skip
         put, _ = self.store.put_message_nowait(inner)  # ASYNC_FLUSH: no flush future
         raise_for_status(put)
         for cfg in routed.new_topics:
             self.topics.ensure(cfg)
-        return SendOutcome(put, inner.topic, inner.queue_id, routed.msg_id)
+        return self._replicated(SendOutcome(put, inner.topic, inner.queue_id, routed.msg_id))
+
+    def _replicated(self, outcome: SendOutcome) -> SendOutcome:
+        """SYNC_MASTER: the outcome answers once the in-sync slaves have the append too
+        (after its flush, with SYNC_FLUSH: the slaves received the bytes meanwhile)."""
+        wait = self.replicated
+        if wait is None:
+            return outcome
+        done: asyncio.Future[PutMessageResult] = asyncio.get_running_loop().create_future()
+
+        def replicate(put: PutMessageResult) -> None:
+            if not put.ok or put.append is None:
+                done.set_result(put)
+                return
+
+            def answered(f: asyncio.Future[PutMessageStatus]) -> None:
+                if not done.done():
+                    done.set_result(put.replicated(f.result()))
+
+            wait(put.append.end_offset).add_done_callback(answered)
+
+        flushed = outcome.pending
+        if flushed is None:
+            replicate(outcome.put)
+        else:
+
+            def after_flush(f: asyncio.Future[PutMessageResult]) -> None:
+                if f.cancelled():
+                    done.cancel()
+                elif (exc := f.exception()) is not None:
+                    done.set_exception(exc)
+                else:
+                    replicate(f.result())
+
+            flushed.add_done_callback(after_flush)
+        outcome.pending = done
+        return outcome
 
     # -- batches -----------------------------------------------------------------------
 
@@ -390,8 +448,10 @@ class SendMessageProcessor:
             self.topics.ensure(cfg)
         count = put.append.msg_num if put.append else 0
         if appender is not None:  # durable with the other appends of this loop step
-            return SendOutcome(put, topic, queue_id, count=count, pending=appender.durable(put))
-        return SendOutcome(put, topic, queue_id, count=count)
+            outcome = SendOutcome(put, topic, queue_id, count=count, pending=appender.durable(put))
+        else:
+            outcome = SendOutcome(put, topic, queue_id, count=count)
+        return self._replicated(outcome)
 
     # -- consumer send-back -----------------------------------------------------------
 

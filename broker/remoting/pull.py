@@ -130,7 +130,7 @@ class PullHandlers:
             body = runs[0].data if len(runs) == 1 else b"".join(r.data for r in runs)
             ctrl.metrics.pulled_messages(out.result.message_count)
         ext = {
-            "suggestWhichBrokerId": "0",
+            "suggestWhichBrokerId": self.ctrl.suggested_broker_id(),
             "nextBeginOffset": str(out.next_begin_offset),
             "minOffset": str(out.min_offset),
             "maxOffset": str(out.max_offset),
@@ -141,7 +141,7 @@ class PullHandlers:
         self.ctrl.metrics.pulled("OFFSET_ILLEGAL")
         f = exc.fields
         ext = {
-            "suggestWhichBrokerId": "0",
+            "suggestWhichBrokerId": self.ctrl.suggested_broker_id(),
             "nextBeginOffset": str(f["next_begin_offset"]),
             "minOffset": str(f["min_offset"]),
             "maxOffset": str(f["max_offset"]),

@@ -50,7 +50,7 @@ from connector.protocol.record import OFF_STORETIMESTAMP, check_record
 if TYPE_CHECKING:
     from broker.store.store import MessageStore
 
-__all__ = ["recover"]
+__all__ = ["dispatch_between", "recover"]
 
 log = logging.getLogger(__name__)
 _ZERO8 = bytes(8)
@@ -288,8 +288,10 @@ def _dispatch(
     report: RecoveryReport,
     cache: dict[bytes, str | None],
     only: set[tuple[str, int]] | None = None,
+    touched: dict[tuple[str, int], int] | None = None,
 ) -> None:
-    """Give the chunk's records the ConsumeQueue (and index) entries they lack."""
+    """Give the chunk's records the ConsumeQueue (and index) entries they lack;
+    ``touched`` gets each queue that gained entries, with its new max offset."""
     names, topic_idx = _topic_names(chunk, cache)
     group = (topic_idx.astype(np.int64) << 32) | (chunk.queue_ids & 0xFFFFFFFF)
     order = np.argsort(group, kind="stable")  # keeps log order inside each queue
@@ -332,6 +334,8 @@ def _dispatch(
         entries["tags_code"] = chunk.tags_codes[new]
         cq.put_entries(have, entries)
         report.consume_queue_entries_rebuilt += len(new)
+        if touched is not None:
+            touched[key] = cq.max_offset
     if index_from is not None and len(chunk.key_hashes) and store.config.message_index_enable:
         offsets = chunk.offsets[chunk.key_recs]
         sel = offsets >= index_from
@@ -341,6 +345,27 @@ def _dispatch(
             )
             report.index_entries_rebuilt += int(sel.sum())
     store._last_store_ts = max(store._last_store_ts, int(chunk.store_ts.max()))
+
+
+def dispatch_between(
+    store: MessageStore, start: int, end: int
+) -> tuple[int, dict[tuple[str, int], int]]:
+    """Give the records in ``[start, end)`` (whole ones, written already) their
+    ConsumeQueue and index entries, as an append does: a slave's dispatch of what
+    it replicated. Returns where valid records stopped (``end`` unless bytes there
+    are not records) and each queue that gained entries with its new max offset."""
+    walker = _LogWalker(store, check_crc=False)
+    touched: dict[tuple[str, int], int] = {}
+    gaps: set[tuple[str, int]] = set()
+    report = RecoveryReport(abnormal=False)
+    cache: dict[bytes, str | None] = {}
+    for chunk in walker.walk(start, stop_at=end):
+        _dispatch(store, chunk, index_from=start, gaps=gaps, report=report, cache=cache,
+                  touched=touched)  # fmt: skip
+    if gaps:
+        log.error("replicated records do not follow their queues %s", sorted(gaps))
+    reached = end if not walker.garbage else min(walker.end, end)
+    return reached, touched
 
 
 def _rebuild_queues(

@@ -87,6 +87,18 @@ class PutMessageResult:
     def ok(self) -> bool:
         return self.status.ok
 
+    def replicated(self, status: PutMessageStatus) -> PutMessageResult:
+        """This append as SYNC_MASTER answers it: ``status`` from the HA service
+        (PUT_OK, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE), unless the flush already
+        failed (FLUSH_DISK_TIMEOUT stands)."""
+        if status is PutMessageStatus.PUT_OK or self.status is not PutMessageStatus.PUT_OK:
+            return self
+        messages = {
+            PutMessageStatus.FLUSH_SLAVE_TIMEOUT: "not replicated within sync_flush_timeout_ms",
+            PutMessageStatus.SLAVE_NOT_AVAILABLE: "no slave is in sync",
+        }
+        return PutMessageResult(status, append=self.append, message=messages.get(status, ""))
+
     def flush_timed_out(self) -> PutMessageResult:
         """This append, stored but not flushed within ``sync_flush_timeout_ms``."""
         return PutMessageResult(

@@ -96,6 +96,26 @@ class TopicConfigTable:
             self._persist()
         return config
 
+    def snapshot(self) -> dict[str, Any]:
+        """The table in its file's form (the HA master sends it to its slaves)."""
+        with self._lock:
+            return {
+                "data_version": list(self.data_version),
+                "topics": {name: asdict(cfg) for name, cfg in sorted(self._topics.items())},
+            }
+
+    def replace(self, raw: dict[str, Any]) -> bool:
+        """Take a master's table whole (a slave); True if anything changed."""
+        topics = {item["topic"]: TopicConfig(**item) for item in raw.get("topics", {}).values()}
+        version = raw.get("data_version", [0, 0])
+        with self._lock:
+            if topics == self._topics:
+                return False
+            self._topics = topics
+            self.data_version = (int(version[0]), int(version[1]))
+            self._persist()
+        return True
+
     def delete(self, topic: str) -> bool:
         with self._lock:
             if self._topics.pop(topic, None) is None:

@@ -96,6 +96,14 @@ class RegisterBrokerRequest(_BrokerIdentity):
     data_version: DataVersion
     topics: dict[str, TopicQueueConfig] = Field(default_factory=dict)
     http_addr: str | None = Field(default=None, description="http://host:port of its REST API")
+    ha_addr: str | None = Field(
+        default=None, description="host:port of a master's HA port, where its slaves connect"
+    )
+
+    @field_validator("ha_addr")
+    @classmethod
+    def _ha(cls, value: str | None) -> str | None:
+        return None if value is None else _check_addr(value)
 
     @field_validator("topics")
     @classmethod
@@ -106,10 +114,13 @@ class RegisterBrokerRequest(_BrokerIdentity):
 
 
 class RegisterBrokerResult(_Model):
-    """The answer to a registration: the master address of the broker's group, if known."""
+    """The answer to a registration: the master of the broker's group, if known: its
+    remoting address and its HA address (RocketMQ's ``masterAddr``, ``haServerAddr``),
+    from which a slave replicates."""
 
     ok: bool = True
     master_addr: str | None = None
+    ha_server_addr: str | None = None
 
 
 class UnregisterBrokerRequest(_BrokerIdentity):

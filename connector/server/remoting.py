@@ -73,6 +73,7 @@ _RESPONSE_CODES: dict[str, int] = {
     "NO_PERMISSION": ResponseCode.NO_PERMISSION,
     "SYSTEM_BUSY": ResponseCode.SYSTEM_BUSY,
     "SERVICE_NOT_AVAILABLE": ResponseCode.SERVICE_NOT_AVAILABLE,
+    "NOT_MASTER": ResponseCode.SERVICE_NOT_AVAILABLE,  # RocketMQ's slave answers this
     "MESSAGE_ILLEGAL": ResponseCode.MESSAGE_ILLEGAL,
     "MESSAGE_SIZE_EXCEEDED": ResponseCode.MESSAGE_ILLEGAL,
     "KEY_ILLEGAL": ResponseCode.MESSAGE_ILLEGAL,

@@ -24,6 +24,7 @@ from connector.errors import PyMQError
 __all__ = ["ServerProcess", "ServerStartError"]
 
 _READY = re.compile(r"ready: remoting (\S+?):(\d+), http http://(\S+?):(\d+)")
+_HA = re.compile(r"\bha (\S+?:\d+)")
 
 
 class ServerStartError(PyMQError):
@@ -47,6 +48,7 @@ class ServerProcess:
         self.name = name or role
         self.addr = ""  # remoting host:port
         self.http_addr = ""  # the REST API's host:port
+        self.ha_addr = ""  # a master broker's HA host:port
         self.ready_line = ""
         self.proc: subprocess.Popen[str] | None = None
         self._log: IO[str] | None = None
@@ -99,6 +101,8 @@ class ServerProcess:
                     self.ready_line = line.strip()
                     self.addr = f"{m.group(1)}:{m.group(2)}"
                     self.http_addr = f"{m.group(3)}:{m.group(4)}"
+                    ha = _HA.search(line)
+                    self.ha_addr = ha.group(1) if ha else ""
                     self._ready.set()
                     continue
             if self._log is not None and not self._log.closed:
