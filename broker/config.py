@@ -124,7 +124,7 @@ class BrokerConfig:
         if self.broker_id < 0:
             raise ConfigError("broker_id must be >= 0 (0 = master)")
         try:
-            role = self.broker_role
+            role: object = self.broker_role  # a str from code that builds the config by hand
             if not isinstance(role, BrokerRole):
                 role = BrokerRole(str(role).strip().upper())
             object.__setattr__(self, "broker_role", role)
