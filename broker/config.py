@@ -98,8 +98,8 @@ class BrokerConfig:
     # -- high availability (broker/ha): a master's slaves connect to its HA port
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     ha_listen_port: int | None = None  # default port + 1 (free with port 0)
-    # a slave's master HA address "host:port" when not learnt from the NameServers
-    ha_master_address: str | None = None
+    # a slave's master HA address "host:port"; empty: learnt from the NameServers
+    ha_master_address: str = ""
     # a slave behind for longer than this leaves the in-sync set (RocketMQ 5's value)
     ha_max_time_slave_not_catchup_ms: int = 15_000
     # the master's heartbeat to an idle slave, and the slave's acknowledgement when idle
@@ -150,7 +150,7 @@ class BrokerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
-        if self.ha_master_address is not None:
+        if self.ha_master_address:
             host, sep, port = self.ha_master_address.rpartition(":")
             if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ConfigError("ha_master_address must be host:port")

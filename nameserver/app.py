@@ -120,10 +120,19 @@ def create_app(
         """Every topic some registered broker holds queues for."""
         return table.topic_list()
 
-    @app.post("/brokers/register", tags=["brokers"])
-    async def register_broker(req: RegisterBrokerRequest) -> RegisterBrokerResult:
-        """A broker's heartbeat with its full topic config (every 30 s by default)."""
-        return table.register_broker(req)
+    @app.post(
+        "/brokers/register",
+        tags=["brokers"],
+        response_model=None,
+        responses={200: {"model": RegisterBrokerResult}},
+    )
+    async def register_broker(req: RegisterBrokerRequest) -> dict[str, Any]:
+        """A broker's heartbeat with its full topic config (every 30 s by default); the
+        answer names the group's master, and its HA address when it has one."""
+        result = table.register_broker(req).model_dump()
+        if result["ha_server_addr"] is None:
+            del result["ha_server_addr"]
+        return result
 
     @app.post("/brokers/unregister", tags=["brokers"])
     async def unregister_broker(req: UnregisterBrokerRequest) -> dict[str, bool]:
