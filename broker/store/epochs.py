@@ -123,9 +123,13 @@ class EpochFile:
             self.save()
 
     def begin(self, max_offset: int) -> EpochEntry:
-        """Become master: a new epoch starting at ``max_offset``, saved before returning."""
+        """Become master: a new epoch starting at ``max_offset``, saved before returning.
+
+        The new epoch is above every epoch this log has seen, those it forgets
+        included: an epoch number names one history only."""
+        highest = self.current
         self.truncate_past(max_offset)
-        entry = EpochEntry(self.current + 1, max_offset)
+        entry = EpochEntry(highest + 1, max_offset)
         self.entries = [*self.entries, entry]
         self.save()
         log.info("epoch %d begins at CommitLog offset %d", entry.epoch, entry.start_offset)

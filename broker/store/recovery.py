@@ -350,22 +350,45 @@ def _dispatch(
 def dispatch_between(
     store: MessageStore, start: int, end: int
 ) -> tuple[int, dict[tuple[str, int], int]]:
-    """Give the records in ``[start, end)`` (whole ones, written already) their
-    ConsumeQueue and index entries, as an append does: a slave's dispatch of what
-    it replicated. Returns where valid records stopped (``end`` unless bytes there
-    are not records) and each queue that gained entries with its new max offset."""
+    """Give the whole records in ``[start, end)`` their ConsumeQueue and index entries,
+    as an append does: a slave's dispatch of what it replicated (``end`` may fall
+    inside a record, whose bytes may not all be there yet: it waits for a later call).
+    Returns where the dispatched records end (the next call's ``start``) and each
+    queue that gained entries, with its new max offset."""
     walker = _LogWalker(store, check_crc=False)
     touched: dict[tuple[str, int], int] = {}
     gaps: set[tuple[str, int]] = set()
     report = RecoveryReport(abnormal=False)
     cache: dict[bytes, str | None] = {}
+    reached = start
     for chunk in walker.walk(start, stop_at=end):
-        _dispatch(store, chunk, index_from=start, gaps=gaps, report=report, cache=cache,
-                  touched=touched)  # fmt: skip
+        ends = chunk.offsets + chunk.sizes
+        whole = int(np.searchsorted(ends, end, side="right"))
+        if whole < len(ends):
+            chunk = _head(chunk, whole)
+        if whole:
+            _dispatch(store, chunk, index_from=start, gaps=gaps, report=report, cache=cache,
+                      touched=touched)  # fmt: skip
+            reached = int(ends[whole - 1])
+        if whole < len(ends):
+            break
+    else:
+        if not walker.garbage and walker.end <= end:
+            reached = max(reached, walker.end)  # past BLANKs at segment ends
     if gaps:
         log.error("replicated records do not follow their queues %s", sorted(gaps))
-    reached = end if not walker.garbage else min(walker.end, end)
     return reached, touched
+
+
+def _head(chunk: _Chunk, n: int) -> _Chunk:
+    """The chunk's first ``n`` records."""
+    keys = int(np.searchsorted(chunk.key_recs, n))
+    return _Chunk(
+        chunk.segment, chunk.offsets[:n], chunk.sizes[:n], chunk.queue_ids[:n],
+        chunk.queue_offsets[:n], chunk.store_ts[:n], chunk.topic_pos[:n], chunk.topic_lens[:n],
+        chunk.topic_crcs[:n], chunk.tags_codes[:n], chunk.key_hashes[:keys],
+        chunk.key_recs[:keys],
+    )  # fmt: skip
 
 
 def _rebuild_queues(

@@ -1,0 +1,201 @@
+"""A slave's store: replicated bytes appended as they are, dispatched up to the confirm
+offset, truncated crash-safely."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.store.config import StoreConfig
+from broker.store.epochs import EpochEntry, EpochFile
+from broker.store.files import save_json
+from broker.store.replica import ReplicaLog
+from broker.store.results import GetMessageStatus
+from broker.store.store import MessageStore
+from connector.errors import StoreError
+from tests.broker.store.conftest import SMALL, TOPIC, put, put_batch
+
+
+def log_bytes(store: MessageStore, start: int = 0) -> bytes:
+    """The whole CommitLog from ``start``, segment by segment (as the HA master sends it)."""
+    out = bytearray()
+    log_ = store.commit_log
+    at, end, seg = start, log_.max_offset(), log_.segment_size
+    while at < end:
+        n = min(end - at, seg - at % seg)
+        data = log_.read(at, n)
+        assert data is not None
+        out += data
+        at += n
+    return bytes(out)
+
+
+def fill_master(store: MessageStore, n: int) -> None:
+    for i in range(n):
+        put(store, f"single-{i}".encode() * 20, queue_id=i % 3, keys=[f"k{i}"])
+    put_batch(store, [f"batch-{i}".encode() * 30 for i in range(50)], queue_id=1)
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[MessageStore, MessageStore, ReplicaLog]:
+    master = MessageStore(StoreConfig(store_dir=tmp_path / "m", **SMALL))
+    slave = MessageStore(StoreConfig(store_dir=tmp_path / "s", **SMALL))
+    master.start()
+    slave.start()
+    yield master, slave, ReplicaLog(slave, EpochFile(tmp_path / "s" / "epochs.json"))
+    for s in (master, slave):
+        if s.running:
+            s.shutdown()
+
+
+def physical_offset(store: MessageStore, queue_id: int, offset: int) -> int:
+    """PHYSICALOFFSET of a queue's message (bytes 28-36 of its record)."""
+    got = store.get_message(TOPIC, queue_id, offset, 1)
+    assert got.status is GetMessageStatus.FOUND, got
+    return int.from_bytes(got.runs[0].data[28:36], "big")
+
+
+def test_replicated_bytes_are_the_masters_and_reads_stop_at_the_confirm_offset(
+    pair: tuple[MessageStore, MessageStore, ReplicaLog],
+) -> None:
+    master, slave, replica = pair
+    fill_master(master, 400)  # crosses several 64 KiB segments (BLANKs included)
+    data = log_bytes(master)
+    half = len(data) // 2
+    # in frames of odd sizes, as a slow socket would cut them
+    at = 0
+    assert half > 40_000
+    for size in (1, 4095, 30_000, half - 34_096):
+        replica.append(at, data[at : at + size])
+        at += size
+    confirm = master.commit_log.max_offset() // 3
+    replica.dispatch_to(confirm)
+    assert 0 < slave.dispatched_offset <= confirm
+    for qid in range(3):
+        n = slave.get_max_offset_in_queue(TOPIC, qid)
+        assert n > 0
+        # the last readable record ends at or below the confirm offset; the next does not
+        last = physical_offset(slave, qid, n - 1)
+        assert last < confirm
+        assert physical_offset(master, qid, n) >= slave.dispatched_offset
+    # the bytes so far end inside a record: what is whole is dispatched, the rest waits
+    replica.dispatch_to(at)
+    assert at - 2000 < slave.dispatched_offset <= at
+    with pytest.raises(StoreError, match="log ends at"):
+        replica.append(at + 1, data[at + 1 :])
+    replica.append(at, data[at:])
+    touched = replica.dispatch_to(master.commit_log.max_offset())
+    assert touched  # queues that gained entries, for long polls to wake
+    assert log_bytes(slave) == data
+    for qid in range(3):
+        mine = master.get_message(TOPIC, qid, 0, 10_000)
+        theirs = slave.get_message(TOPIC, qid, 0, 10_000)
+        assert theirs.queue_offsets == mine.queue_offsets
+        assert b"".join(r.data for r in theirs.runs) == b"".join(r.data for r in mine.runs)
+    assert [m.body for m in slave.query_message(TOPIC, "k7")] == [
+        m.body for m in master.query_message(TOPIC, "k7")
+    ]
+
+
+def test_a_slave_restarted_after_replication_recovers_the_same_log(
+    tmp_path: Path, pair: tuple[MessageStore, MessageStore, ReplicaLog]
+) -> None:
+    master, slave, replica = pair
+    fill_master(master, 200)
+    data = log_bytes(master)
+    replica.append(0, data)
+    replica.dispatch_to(len(data))
+    slave.close()  # a crash: no clean shutdown
+    again = MessageStore(StoreConfig(store_dir=tmp_path / "s", **SMALL))
+    again.start()
+    try:
+        assert again.commit_log.max_offset() == len(data)
+        for qid in range(3):
+            assert again.get_max_offset_in_queue(TOPIC, qid) == master.get_max_offset_in_queue(
+                TOPIC, qid
+            )
+    finally:
+        again.shutdown()
+
+
+def test_truncation_cuts_log_queues_and_epochs(
+    pair: tuple[MessageStore, MessageStore, ReplicaLog],
+) -> None:
+    master, slave, replica = pair
+    fill_master(master, 300)
+    data = log_bytes(master)
+    replica.append(0, data)
+    replica.dispatch_to(len(data))
+    point = physical_offset(slave, 0, 40)
+    epochs = [EpochEntry(1, 0), EpochEntry(3, point)]
+    replica.truncate_to(point, epochs, why="test")
+    assert slave.commit_log.max_offset() == point
+    assert slave.get_max_offset_in_queue(TOPIC, 0) == 40
+    assert not replica.marker.exists()
+    assert EpochFile(replica.epochs.path).load() == epochs
+    # the stream goes on from the cut with the master's bytes
+    replica.append(point, data[point:])
+    replica.dispatch_to(len(data))
+    assert log_bytes(slave) == data
+    assert slave.get_max_offset_in_queue(TOPIC, 0) == master.get_max_offset_in_queue(TOPIC, 0)
+
+
+def test_an_interrupted_truncation_finishes_on_the_next_start(
+    tmp_path: Path, pair: tuple[MessageStore, MessageStore, ReplicaLog]
+) -> None:
+    master, slave, replica = pair
+    fill_master(master, 300)
+    data = log_bytes(master)
+    replica.append(0, data)
+    replica.dispatch_to(len(data))
+    cut = physical_offset(master, 2, 10)
+    # the marker is written first; a kill -9 right after it leaves the log whole
+    save_json(replica.marker, {"offset": cut, "epochs": [[1, 0], [2, cut]]})
+    slave.close()
+    again = MessageStore(StoreConfig(store_dir=tmp_path / "s", **SMALL))
+    again.start()
+    try:
+        assert again.commit_log.max_offset() == len(data)  # recovery alone keeps it all
+        rep = ReplicaLog(again, EpochFile(tmp_path / "s" / "epochs.json"))
+        assert rep.finish_truncation()
+        assert again.commit_log.max_offset() == cut
+        assert again.get_max_offset_in_queue(TOPIC, 2) == 10
+        assert not rep.marker.exists()
+        assert rep.epochs.entries == [EpochEntry(1, 0), EpochEntry(2, cut)]
+        assert not rep.finish_truncation()  # nothing left to do
+    finally:
+        again.shutdown()
+    # and the truncated log survives a further restart as it is
+    third = MessageStore(StoreConfig(store_dir=tmp_path / "s", **SMALL))
+    third.start()
+    try:
+        assert third.commit_log.max_offset() == cut
+    finally:
+        third.shutdown()
+
+
+def test_a_damaged_truncation_marker_stops_the_start(
+    pair: tuple[MessageStore, MessageStore, ReplicaLog],
+) -> None:
+    _, _, replica = pair
+    replica.marker.write_text("{not json")
+    with pytest.raises(StoreError, match="cannot tell where to truncate"):
+        replica.finish_truncation()
+
+
+def test_a_log_with_nothing_in_common_starts_over_where_the_masters_begins(
+    pair: tuple[MessageStore, MessageStore, ReplicaLog],
+) -> None:
+    master, slave, replica = pair
+    put(slave, b"written when this store was a master of another history", queue_id=0)
+    seg = master.commit_log.segment_size
+    replica.truncate_to(2 * seg, [EpochEntry(5, 0)], why="test")  # past the slave's end
+    assert slave.commit_log.queue.files == []
+    assert slave.get_max_offset_in_queue(TOPIC, 0) == 0
+    fill_master(master, 400)
+    data = log_bytes(master)
+    assert len(data) > 2 * seg
+    replica.append(2 * seg, data[2 * seg :])
+    replica.dispatch_to(len(data))
+    assert log_bytes(slave, 2 * seg) == data[2 * seg :]
