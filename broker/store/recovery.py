@@ -361,11 +361,10 @@ def dispatch_between(
     report = RecoveryReport(abnormal=False)
     cache: dict[bytes, str | None] = {}
     reached = start
-    for chunk in walker.walk(start, stop_at=end):
-        ends = chunk.offsets + chunk.sizes
+    for walked in walker.walk(start, stop_at=end):
+        ends = walked.offsets + walked.sizes
         whole = int(np.searchsorted(ends, end, side="right"))
-        if whole < len(ends):
-            chunk = _head(chunk, whole)
+        chunk = _head(walked, whole) if whole < len(ends) else walked
         if whole:
             _dispatch(store, chunk, index_from=start, gaps=gaps, report=report, cache=cache,
                       touched=touched)  # fmt: skip

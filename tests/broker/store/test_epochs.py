@@ -11,7 +11,7 @@ from broker.store.epochs import EpochEntry, EpochFile, consistent_point, parse_e
 from connector.errors import StoreError
 
 
-def E(*pairs: tuple[int, int]) -> list[EpochEntry]:  # noqa: N802 - reads like the notation
+def E(*pairs: tuple[int, int]) -> list[EpochEntry]:
     return [EpochEntry(e, s) for e, s in pairs]
 
 
