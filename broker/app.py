@@ -134,6 +134,7 @@ def create_app(controller: BrokerController) -> FastAPI:
             "started_ms": ctrl.started_ms,
             "recovery": None if rec is None else {"abnormal": rec.abnormal},
             "registrations": ctrl.registrar.registrations,
+            "ha": ctrl.ha_status(),
         }
 
     @app.get("/metrics", tags=["ops"], response_class=Response)

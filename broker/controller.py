@@ -15,6 +15,7 @@ progress arrives with the metadata).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 import time
@@ -230,6 +231,32 @@ class BrokerController:
         if client is None or client.connected:
             return "0"
         return str(self.config.broker_id)
+
+    def ha_status(self) -> dict[str, object]:
+        """Role, epochs and replication state (REST ``/health`` and ``pymq admin``)."""
+        log_ = self.store.commit_log
+        out: dict[str, object] = {
+            "role": self.config.broker_role.value,
+            "epoch": self.epochs.current,
+            "epochs": [e.as_list() for e in self.epochs.entries],
+            "max_offset": log_.max_offset(),
+            "dispatched_offset": self.store.dispatched_offset,
+        }
+        if self.ha is not None:
+            out["confirm_offset"] = self.ha.confirm_offset
+            out["ha_addr"] = self.config.ha_addr if self._ha_socket is not None else None
+            out["slaves"] = [dataclasses.asdict(st) for st in self.ha.slaves()]
+        if self.ha_client is not None:
+            c = self.ha_client
+            out.update(
+                master_connected=c.connected,
+                master_ha_addr=c.master_addr,
+                confirm_offset=c.confirm_offset,
+                master_max_offset=c.master_max_offset,
+                lag_bytes=c.lag_bytes,
+                last_error=c.last_error or None,
+            )
+        return out
 
     # -- registration ------------------------------------------------------------------
 

@@ -123,6 +123,9 @@ class HAClient:
                 except StoreError as exc:
                     self.last_error = exc.message
                     log.error("HA: replication from %s failed: %s", addr, exc.message)
+                except Exception as exc:  # a defect: logged, and the slave tries again
+                    self.last_error = repr(exc)
+                    log.exception("HA: replication from %s failed", addr)
                 finally:
                     self.connected = False
                     self._writer = None
@@ -141,7 +144,9 @@ class HAClient:
         try:
             writer.write(json_frame(Frame.HELLO, self._hello()))
             decoder = FrameDecoder(MAX_CONTROL_FRAME)
-            welcome = await asyncio.wait_for(self._welcome(reader, decoder), CONNECT_TIMEOUT_S)
+            welcome, early = await asyncio.wait_for(
+                self._welcome(reader, decoder), CONNECT_TIMEOUT_S
+            )
             start = int(welcome["start_offset"])
             epochs = parse_entries(welcome.get("epochs", []))
             have = self.replica.max_offset
@@ -160,6 +165,7 @@ class HAClient:
                 self.config.broker_name, addr, start, have,
             )  # fmt: skip
             keepalive = asyncio.create_task(self._keepalive(writer))
+            self._take(early, writer)  # what came in the read that brought the WELCOME
             await self._stream(reader, writer, decoder)
         finally:
             if keepalive is not None:
@@ -179,51 +185,61 @@ class HAClient:
             "epochs": [e.as_list() for e in self.replica.epochs.entries],
         }
 
-    async def _welcome(self, reader: asyncio.StreamReader, decoder: FrameDecoder) -> dict[str, Any]:
+    async def _welcome(
+        self, reader: asyncio.StreamReader, decoder: FrameDecoder
+    ) -> tuple[dict[str, Any], list[tuple[Frame, memoryview]]]:
+        """The WELCOME, and the frames that followed it in the same read."""
         while True:
             data = await reader.read(READ_BYTES)
             if not data:
                 raise ConnectionError("the master closed the connection during the handshake")
-            for kind, payload in decoder.feed(data):
-                if kind is Frame.REFUSE:
-                    refusal = unpack_json(payload)
-                    raise HARefusedError(f"{refusal.get('code')}: {refusal.get('message')}")
-                if kind is not Frame.WELCOME:
-                    raise HaFrameError(f"expected WELCOME, got {kind.name}")
-                return unpack_json(payload)
+            frames = decoder.feed(data)
+            if not frames:
+                continue
+            kind, payload = frames[0]
+            if kind is Frame.REFUSE:
+                refusal = unpack_json(payload)
+                raise HARefusedError(f"{refusal.get('code')}: {refusal.get('message')}")
+            if kind is not Frame.WELCOME:
+                raise HaFrameError(f"expected WELCOME, got {kind.name}")
+            return unpack_json(payload), frames[1:]
 
     async def _stream(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, decoder: FrameDecoder
     ) -> None:
-        replica = self.replica
-        listeners = self.store.arrival_listeners
         while True:
             data = await reader.read(READ_BYTES)
             if not data:
                 raise ConnectionError("the master closed the connection")
             self.heard_at = self.clock()
-            wrote = False
-            for kind, payload in decoder.feed(data):
-                if kind is Frame.DATA:
-                    offset, confirm, _epoch, chunk = unpack_data(payload)
-                    self.master_max_offset = max(self.master_max_offset, offset + len(chunk))
-                    replica.append(offset, chunk)
-                    self.confirm_offset = confirm
-                    wrote = True
-                elif kind is Frame.BEAT:
-                    self.master_max_offset, self.confirm_offset = unpack_beat(payload)
-                elif kind is Frame.META:
-                    self.metadata.apply(unpack_json(payload))
-                elif kind is Frame.REFUSE:
-                    raise HARefusedError(str(unpack_json(payload).get("message")))
-                else:
-                    raise HaFrameError(f"a master does not send {kind.name}")
-            if wrote:
-                writer.write(ack(replica.max_offset))
-            for (topic, queue_id), max_offset in replica.dispatch_to(self.confirm_offset).items():
-                for listener in listeners:
-                    listener(topic, queue_id, max_offset)
-            self._send_local_offsets(writer)
+            self._take(decoder.feed(data), writer)
+
+    def _take(self, frames: list[tuple[Frame, memoryview]], writer: asyncio.StreamWriter) -> None:
+        """Apply the frames of one read; then one ACK, and what became readable."""
+        replica = self.replica
+        wrote = False
+        for kind, payload in frames:
+            if kind is Frame.DATA:
+                offset, confirm, _epoch, chunk = unpack_data(payload)
+                self.master_max_offset = max(self.master_max_offset, offset + len(chunk))
+                replica.append(offset, chunk)
+                self.confirm_offset = confirm
+                wrote = True
+            elif kind is Frame.BEAT:
+                self.master_max_offset, self.confirm_offset = unpack_beat(payload)
+            elif kind is Frame.META:
+                self.metadata.apply(unpack_json(payload))
+            elif kind is Frame.REFUSE:
+                raise HARefusedError(str(unpack_json(payload).get("message")))
+            else:
+                raise HaFrameError(f"a master does not send {kind.name}")
+        if wrote:
+            writer.write(ack(replica.max_offset))
+        listeners = self.store.arrival_listeners
+        for (topic, queue_id), max_offset in replica.dispatch_to(self.confirm_offset).items():
+            for listener in listeners:
+                listener(topic, queue_id, max_offset)
+        self._send_local_offsets(writer)
 
     def _send_local_offsets(self, writer: asyncio.StreamWriter) -> None:
         local = self.metadata.offsets.take_local()

@@ -23,6 +23,7 @@ from connector.errors import (
     MessageTooLargeError,
     NoPermissionError,
     NotFoundError,
+    NotMasterError,
     PyMQError,
     RemotingError,
     RemotingTimeoutError,
@@ -61,6 +62,7 @@ EXPECTED_CODES = {
     NoPermissionError: "NO_PERMISSION",
     BrokerBusyError: "SYSTEM_BUSY",
     ServiceNotAvailableError: "SERVICE_NOT_AVAILABLE",
+    NotMasterError: "NOT_MASTER",
     RemotingError: "REMOTING_ERROR",
     ConnectError: "CONNECT_FAILED",
     RemotingTimeoutError: "TIMEOUT",
@@ -148,7 +150,7 @@ def test_error_for_code_without_message_uses_the_code() -> None:
     assert str(err) == "SYSTEM_BUSY"
 
 
-RETRIABLE = {BrokerBusyError, ServiceNotAvailableError, RemotingError, ConnectError}
+RETRIABLE = {BrokerBusyError, ServiceNotAvailableError, NotMasterError, RemotingError, ConnectError}
 RETRIABLE.add(RemotingTimeoutError)
 
 
@@ -177,6 +179,7 @@ def test_only_topic_not_exist_invalidates_metadata(cls: type[PyMQError]) -> None
         (NoPermissionError, PyMQError),
         (BrokerBusyError, PyMQError),
         (ServiceNotAvailableError, PyMQError),
+        (NotMasterError, ServiceNotAvailableError),
         (RemotingError, PyMQError),
         (ConnectError, RemotingError),
         (RemotingTimeoutError, RemotingError),
@@ -217,6 +220,7 @@ def test_server_side_errors_are_not_client_errors(cls: type[PyMQError]) -> None:
         (NoPermissionError, 403),
         (BrokerBusyError, 503),
         (ServiceNotAvailableError, 503),
+        (NotMasterError, 421),
         (RemotingError, 502),
         (ConnectError, 502),
         (RemotingTimeoutError, 504),
