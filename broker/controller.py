@@ -20,6 +20,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable
+from typing import Any
 
 from broker.client_manager import ClientManager
 from broker.config import BrokerConfig
@@ -92,6 +93,7 @@ class BrokerController:
         self.pull = PullMessageProcessor(self.store, self.topics, config)
         self.admin = AdminProcessor(self.store, self.topics, self.offsets, config)
         self.metrics = BrokerMetrics(self.store)
+        self.metrics.watch_ha(self.ha_status)
         self.clients = ClientManager()  # live producers and consumers, per group
         self.on_clients_expired: Callable[[], None] = self._scan_clients
         self.registrar = BrokerRegistrar(
@@ -232,10 +234,10 @@ class BrokerController:
             return "0"
         return str(self.config.broker_id)
 
-    def ha_status(self) -> dict[str, object]:
+    def ha_status(self) -> dict[str, Any]:
         """Role, epochs and replication state (REST ``/health`` and ``pymq admin``)."""
         log_ = self.store.commit_log
-        out: dict[str, object] = {
+        out: dict[str, Any] = {
             "role": self.config.broker_role.value,
             "epoch": self.epochs.current,
             "epochs": [e.as_list() for e in self.epochs.entries],
@@ -246,6 +248,7 @@ class BrokerController:
             out["confirm_offset"] = self.ha.confirm_offset
             out["ha_addr"] = self.config.ha_addr if self._ha_socket is not None else None
             out["slaves"] = [dataclasses.asdict(st) for st in self.ha.slaves()]
+            out["handshakes_refused"] = self.ha.refused
         if self.ha_client is not None:
             c = self.ha_client
             out.update(

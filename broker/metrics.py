@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -82,6 +83,54 @@ class _StoreCollector(Collector):
             for qid, max_offset in offsets.items():
                 queues.add_metric([topic, qid], max_offset)
         yield queues
+
+
+class _HACollector(Collector):
+    """Replication state (``BrokerController.ha_status``) as gauges."""
+
+    def __init__(self, status: Callable[[], dict[str, Any]]) -> None:
+        self.status = status
+
+    def collect(self) -> Iterator[Metric]:
+        st = self.status()
+        yield GaugeMetricFamily("pymq_ha_epoch", "the newest epoch of this log", value=st["epoch"])
+        yield GaugeMetricFamily(
+            "pymq_ha_confirm_offset_bytes",
+            "CommitLog offset every in-sync replica has (a slave serves reads up to it)",
+            value=st.get("confirm_offset", 0),
+        )
+        slaves = st.get("slaves")
+        if slaves is not None:  # a master
+            lag = GaugeMetricFamily(
+                "pymq_ha_slave_lag_bytes", "CommitLog bytes a slave has not acknowledged",
+                labels=["broker_id"],
+            )  # fmt: skip
+            in_sync = GaugeMetricFamily(
+                "pymq_ha_slave_in_sync", "1 while a slave is in the in-sync set",
+                labels=["broker_id"],
+            )  # fmt: skip
+            for slave in slaves:
+                lag.add_metric([str(slave["broker_id"])], slave["lag_bytes"])
+                in_sync.add_metric([str(slave["broker_id"])], 1 if slave["in_sync"] else 0)
+            yield lag
+            yield in_sync
+            yield GaugeMetricFamily(
+                "pymq_ha_slaves_in_sync", "slaves in the in-sync set",
+                value=sum(1 for slave in slaves if slave["in_sync"]),
+            )  # fmt: skip
+            yield CounterMetricFamily(
+                "pymq_ha_handshakes_refused", "HA handshakes refused (wrong broker, forged)",
+                value=st.get("handshakes_refused", 0),
+            )  # fmt: skip
+        if "master_connected" in st:  # a slave
+            yield GaugeMetricFamily(
+                "pymq_ha_master_connected", "1 while this slave replicates from its master",
+                value=1 if st["master_connected"] else 0,
+            )  # fmt: skip
+            yield GaugeMetricFamily(
+                "pymq_ha_lag_bytes", "CommitLog bytes the master has and this slave not yet",
+                value=st["lag_bytes"],
+            )  # fmt: skip
 
 
 class _Histogram:
@@ -162,6 +211,10 @@ class BrokerMetrics:
         self.pull_latency = _Histogram()
         self.registry.register(_RequestCollector(self))
         self.registry.register(_StoreCollector(store))
+
+    def watch_ha(self, status: Callable[[], dict[str, Any]]) -> None:
+        """Export replication state (lag, in-sync set, epoch) from ``status``."""
+        self.registry.register(_HACollector(status))
 
     def sent(self, api: str, outcome: str, messages: int, seconds: float) -> None:
         """A send request answered: ``outcome`` SEND_OK or FLUSH_DISK_TIMEOUT."""

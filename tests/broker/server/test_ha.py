@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import signal
 import socket
 import struct
 import threading
@@ -315,3 +316,48 @@ def test_a_diverged_slave_truncates_to_the_new_masters_history(
     assert sum(b_.startswith(b"common") for b_ in bodies) == 60
     log_text = a2.log_path.read_text()
     assert "truncating the CommitLog" in log_text, log_text[-2000:]
+
+
+def _status(addr: str) -> str:
+    res = HTTP.post(url(addr, "topics", TOPIC, "messages"), json={"body": "probe"}, timeout=30)
+    assert res.status_code == 200, res.text
+    status: str = res.json()["status"]
+    return status
+
+
+def _metric(addr: str, name: str) -> float | None:
+    for line in HTTP.get(url(addr, "metrics")).text.splitlines():
+        if line.startswith((name + "{", name + " ")):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_a_stopped_slave_leaves_the_in_sync_set_and_rejoins_when_caught_up(
+    servers: Servers, tmp_path: Path
+) -> None:
+    env = {"PYMQ_HA_MAX_TIME_SLAVE_NOT_CATCHUP_MS": "2000", "PYMQ_SYNC_FLUSH_TIMEOUT_MS": "1000"}
+    ns = servers.namesrv()
+    m = master(servers, ns.addr, role="SYNC_MASTER", env=env)
+    s = slave(servers, ns.addr, tmp_path / "slave", env=env)
+    create_topic(m.http_addr, TOPIC)
+    wait_until(lambda: _status(m.http_addr) == "SEND_OK", 20, interval_s=0.2, what="in sync")
+    assert _metric(m.http_addr, "pymq_ha_slave_in_sync") == 1
+    assert s.proc is not None
+    s.proc.send_signal(signal.SIGSTOP)
+    try:
+        # still in the set, but silent: the send waits for it, then gives up
+        assert _status(m.http_addr) in ("FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE")
+        wait_until(lambda: _status(m.http_addr) == "SLAVE_NOT_AVAILABLE", 10,
+                   what="the stopped slave out of the in-sync set")  # fmt: skip
+        assert _metric(m.http_addr, "pymq_ha_slave_in_sync") == 0
+        for i in range(200):  # the master moves on without it
+            HTTP.post(url(m.http_addr, "topics", TOPIC, "messages"), json={"body": f"n{i}"})
+        lag = _metric(m.http_addr, "pymq_ha_slave_lag_bytes")
+        assert lag is not None and lag > 0
+    finally:
+        s.proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: _status(m.http_addr) == "SEND_OK", 20, interval_s=0.2,
+               what="the resumed slave back in sync")  # fmt: skip
+    wait_until(lambda: caught_up(m, s), 20, what="the resumed slave has everything")
+    assert _metric(m.http_addr, "pymq_ha_slave_in_sync") == 1
+    assert _metric(s.http_addr, "pymq_ha_master_connected") == 1
