@@ -33,17 +33,47 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
 def _cluster_list(admin: Admin, _args: argparse.Namespace) -> Any:
     info = admin.cluster_list()
     cluster_of = {b: c for c, names in info.clusters.items() for b in names}
-    rows = [
-        {
+    lives = sorted(info.live, key=lambda x: (x.broker_name, x.broker_id))
+    ha: dict[str, dict[str, Any]] = {}
+    for live in lives:  # each broker's replication state, from its /health
+        try:
+            ha[live.addr] = admin.broker_status(live.addr).get("ha") or {}
+        except PyMQError:
+            ha[live.addr] = {}
+    # what each master says of its slaves: broker name -> slave id -> state
+    seen_by_master = {
+        live.broker_name: {s["broker_id"]: s for s in ha[live.addr].get("slaves", [])}
+        for live in lives
+        if live.broker_id == 0
+    }
+    rows = []
+    for live in lives:
+        state = ha[live.addr]
+        row: dict[str, Any] = {
             "cluster": cluster_of.get(live.broker_name, live.cluster),
             "broker": live.broker_name,
             "id": live.broker_id,
+            "role": state.get("role", "unreachable"),
             "addr": live.addr,
+            "epoch": state.get("epoch", ""),
+            "max_offset": state.get("max_offset", ""),
             "last_heartbeat_ms": live.last_update_timestamp,
         }
-        for live in sorted(info.live, key=lambda x: (x.broker_name, x.broker_id))
-    ]
-    return rows, ["cluster", "broker", "id", "addr", "last_heartbeat_ms"]
+        if "slaves" in state:  # a master: how many of its slaves are in sync
+            slaves = state["slaves"]
+            row["lag_bytes"] = max((s["lag_bytes"] for s in slaves), default=0)
+            row["in_sync"] = f"{sum(1 for s in slaves if s['in_sync'])}/{len(slaves)} slaves"
+        elif "master_connected" in state:  # a slave: its lag, and its master's view of it
+            mine = seen_by_master.get(live.broker_name, {}).get(live.broker_id)
+            row["lag_bytes"] = state.get("lag_bytes", "")
+            row["in_sync"] = (
+                "yes" if mine and mine["in_sync"]
+                else "no" if state.get("master_connected") else "master lost"
+            )  # fmt: skip
+        rows.append(row)
+    columns = ["cluster", "broker", "id", "role", "addr", "epoch", "max_offset", "lag_bytes",
+               "in_sync", "last_heartbeat_ms"]  # fmt: skip
+    return rows, columns
 
 
 def _topic_create(admin: Admin, args: argparse.Namespace) -> Any:
@@ -172,7 +202,10 @@ def register(parser: argparse.ArgumentParser) -> None:
 
     cluster = groups.add_parser("cluster", help="list brokers")
     c = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
-    command(c, "list", _cluster_list, "clusters, brokers, addresses, last heartbeats")
+    command(
+        c, "list", _cluster_list,
+        "clusters, brokers, roles, epochs, replication lag and in-sync state, last heartbeats",
+    )  # fmt: skip
 
     broker = groups.add_parser("broker", help="one broker's status")
     b = broker.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import tempfile
@@ -19,6 +20,14 @@ __all__ = ["register"]
 def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--brokers", type=int, default=2, help="number of brokers (default 2)")
     parser.add_argument("--namesrvs", type=int, default=1, help="number of NameServers (default 1)")
+    parser.add_argument(
+        "--slaves", type=int, default=0,
+        help="slaves of each broker (default 0): broker-a-s1, ... replicate broker-a",
+    )  # fmt: skip
+    parser.add_argument(
+        "--role", type=str.upper, choices=["ASYNC_MASTER", "SYNC_MASTER"],
+        help="the masters' role (default ASYNC_MASTER; SYNC_MASTER needs --slaves)",
+    )  # fmt: skip
     parser.add_argument("--data", type=Path, help="data folder (default: a new temp folder)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--flush", choices=["async", "sync"], help="brokers' flush mode")
@@ -26,14 +35,20 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if not 1 <= args.brokers <= 26 or not 1 <= args.namesrvs <= 8:
-        print("pymq local: --brokers must be 1..26 and --namesrvs 1..8", file=sys.stderr)
+    if not 1 <= args.brokers <= 26 or not 1 <= args.namesrvs <= 8 or not 0 <= args.slaves <= 8:
+        print(
+            "pymq local: --brokers must be 1..26, --namesrvs 1..8 and --slaves 0..8",
+            file=sys.stderr,
+        )
         return 2
     data = args.data or Path(tempfile.mkdtemp(prefix="pymq-local-"))
     broker_args = ["--flush", args.flush] if args.flush else []
+    env = None
+    if args.role:
+        env = {**os.environ, "PYMQ_BROKER_ROLE": args.role}  # masters; slaves say --role SLAVE
     cluster = LocalCluster(
-        data, brokers=args.brokers, namesrvs=args.namesrvs, host=args.host,
-        broker_args=broker_args,
+        data, brokers=args.brokers, namesrvs=args.namesrvs, slaves=args.slaves,
+        host=args.host, broker_args=broker_args, env=env,
     )  # fmt: skip
     stop = threading.Event()
 
@@ -49,8 +64,9 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     for proc in [*cluster.namesrvs, *cluster.brokers]:
         print(f"  {proc.name:<12} remoting {proc.addr}, http http://{proc.http_addr}", flush=True)
+    slaves = f" ({args.slaves} slave(s) each)" if args.slaves else ""
     print(
-        f"pymq local ready: namesrv {cluster.namesrv_addr}, {len(cluster.brokers)} brokers, "
+        f"pymq local ready: namesrv {cluster.namesrv_addr}, {args.brokers} brokers{slaves}, "
         f"data {data} (Ctrl-C stops)",
         flush=True,
     )

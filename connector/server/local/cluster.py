@@ -1,4 +1,5 @@
-"""A dev cluster on loopback: N NameServers and M brokers, as child processes."""
+"""A dev cluster on loopback: N NameServers and M brokers (each a master with S slaves),
+as child processes."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ class LocalCluster:
         *,
         brokers: int = 2,
         namesrvs: int = 1,
+        slaves: int = 0,
         host: str = "127.0.0.1",
         broker_args: list[str] | None = None,
         env: Mapping[str, str] | None = None,
@@ -43,8 +45,9 @@ class LocalCluster:
             )
             for i in range(namesrvs)
         ]
-        self.brokers: list[ServerProcess] = []
+        self.brokers: list[ServerProcess] = []  # masters, then each one's slaves
         self._broker_count = brokers
+        self._slaves = slaves
 
     @property
     def namesrv_addr(self) -> str:
@@ -64,20 +67,31 @@ class LocalCluster:
                 broker = self._broker_process(name)
                 self.brokers.append(broker)  # before start: stop() also reaches one interrupted
                 broker.start(timeout_s)
+            # slaves after their masters: their first registration names the master's HA port
+            for name in broker_names(self._broker_count):
+                for slave_id in range(1, self._slaves + 1):
+                    slave = self._broker_process(name, slave_id)
+                    self.brokers.append(slave)
+                    slave.start(timeout_s)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _broker_process(self, name: str) -> ServerProcess:
+    def _broker_process(self, name: str, slave_id: int = 0) -> ServerProcess:
+        """Broker ``name``'s master, or (``slave_id`` > 0) one of its slaves."""
+        label = name if slave_id == 0 else f"{name}-s{slave_id}"
         args = [
             "--name", name, "--host", self.host, "--port", "0",
-            "--namesrv", self.namesrv_addr, "--store", str(self.data_dir / name),
+            "--namesrv", self.namesrv_addr, "--store", str(self.data_dir / label),
             *self.broker_args,
         ]  # fmt: skip
+        if slave_id:
+            args += ["--role", "SLAVE", "--id", str(slave_id)]
         return ServerProcess(
-            "broker", args, log_path=self.data_dir / "logs" / f"{name}.log", env=self.env, name=name
-        )
+            "broker", args, log_path=self.data_dir / "logs" / f"{label}.log", env=self.env,
+            name=label,
+        )  # fmt: skip
 
     def restart_broker(self, name: str, *, crash: bool = False, timeout_s: float = 60.0) -> None:
         """Stop a broker (SIGKILL if ``crash``) and start it again on the same store.
@@ -89,7 +103,8 @@ class LocalCluster:
             old.kill()
         else:
             old.terminate()
-        new = self._broker_process(name).start(timeout_s)
+        new = ServerProcess(old.role, old.args, log_path=old.log_path, env=old.env, name=old.name)
+        new.start(timeout_s)
         self.brokers[self.brokers.index(old)] = new
 
     def stop(self) -> dict[str, int | None]:

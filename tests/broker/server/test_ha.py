@@ -12,6 +12,7 @@ import struct
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -361,3 +362,40 @@ def test_a_stopped_slave_leaves_the_in_sync_set_and_rejoins_when_caught_up(
     wait_until(lambda: caught_up(m, s), 20, what="the resumed slave has everything")
     assert _metric(m.http_addr, "pymq_ha_slave_in_sync") == 1
     assert _metric(s.http_addr, "pymq_ha_master_connected") == 1
+
+
+def test_a_local_cluster_with_slaves_and_cluster_list_shows_roles_and_lag(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    from connector.server.local import LocalCluster
+    from tests.broker.server.conftest import env_with
+
+    with LocalCluster(tmp_path / "local", brokers=2, slaves=1, env=env_with(FAST)) as cluster:
+        names = [b.name for b in cluster.brokers]
+        assert names == ["broker-a", "broker-b", "broker-a-s1", "broker-b-s1"]
+        create_topic(cluster.broker("broker-a").http_addr, TOPIC)
+        send(cluster.broker("broker-a").http_addr, TOPIC, b"replicated", queue_id=0)
+
+        def listed() -> list[dict[str, Any]] | None:
+            out = subprocess.run(
+                [sys.executable, "-m", "connector.cli", "admin", "--namesrv",
+                 cluster.namesrv_addr, "--json", "cluster", "list"],
+                capture_output=True, text=True, timeout=60, check=True,
+            )  # fmt: skip
+            rows: list[dict[str, Any]] = json.loads(out.stdout)
+            slave_a = [r for r in rows if (r["broker"], r["id"]) == ("broker-a", 1)]
+            if len(rows) == 4 and slave_a and slave_a[0]["lag_bytes"] == 0:
+                return rows
+            return None
+
+        rows = wait_until(listed, 20, interval_s=0.3, what="four brokers listed, slaves caught up")
+        by = {(r["broker"], r["id"]): r for r in rows}
+        assert by[("broker-a", 0)]["role"] == "ASYNC_MASTER"
+        assert by[("broker-a", 1)]["role"] == "SLAVE"
+        assert by[("broker-a", 0)]["in_sync"] == "1/1 slaves"
+        assert by[("broker-a", 1)]["in_sync"] == "yes"
+        assert by[("broker-a", 1)]["max_offset"] == by[("broker-a", 0)]["max_offset"] > 0
+        assert by[("broker-a", 0)]["epoch"] == 1
