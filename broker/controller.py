@@ -113,7 +113,10 @@ class BrokerController:
         loop = asyncio.get_running_loop()
         self.hold = PullRequestHoldService(loop)
         self.recovery = await asyncio.to_thread(self._start_store)
-        self.store.arrival_listeners.append(self.hold.notify)
+        if self.ha is not None and self.ha.sync and self._ha_socket is not None:
+            self.ha.arrival_listeners.append(self.hold.notify)  # once the slaves have it
+        else:
+            self.store.arrival_listeners.append(self.hold.notify)
         if self.ha is not None:
             self.schedule.start()
             if self._ha_socket is not None:

@@ -115,6 +115,12 @@ class HAService:
         self._tick: asyncio.Task[None] | None = None
         self._meta_version: tuple[Any, ...] | None = None
         self._had_in_sync = False
+        self._readable_end = 0  # what readers could see when the limit was last set
+        # SYNC_MASTER: readers see what the in-sync slaves have (``store.read_limit``);
+        # appends wait here, with the CommitLog end when they were made, to wake long
+        # polls once they are readable
+        self.arrival_listeners: list[Callable[[str, int, int], None]] = []
+        self._unreadable: collections.deque[tuple[int, str, int, int]] = collections.deque()
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -122,7 +128,7 @@ class HAService:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._loop_thread = threading.get_ident()
-        self.confirm_offset = self.store.commit_log.max_offset()
+        self.confirm_offset = self._readable_end = self.store.commit_log.max_offset()
         self._server = await loop.create_server(lambda: _SlaveConnection(self), sock=sock)
         self._tick = asyncio.create_task(self._ticker(), name="ha-master-tick")
         self.store.arrival_listeners.append(self.notify)
@@ -130,6 +136,8 @@ class HAService:
     async def stop(self) -> None:
         if self.notify in self.store.arrival_listeners:
             self.store.arrival_listeners.remove(self.notify)
+        self.store.read_limit = None
+        self._release_arrivals()
         if self._tick is not None:
             self._tick.cancel()
             self._tick = None
@@ -144,16 +152,31 @@ class HAService:
 
     # -- appends -> slaves ---------------------------------------------------------------
 
-    def notify(self, _topic: str = "", _queue_id: int = 0, _offset: int = 0) -> None:
-        """Store arrival listener (any thread): push what is new to the slaves."""
+    def notify(self, topic: str = "", queue_id: int = 0, offset: int = 0) -> None:
+        """Store arrival listener (any thread): push what is new to the slaves, and tell
+        ``arrival_listeners`` once it is readable."""
         if threading.get_ident() == self._loop_thread:
-            self._pump_all()
+            self._arrived(topic, queue_id, offset)
         elif self._loop is not None:
-            self._loop.call_soon_threadsafe(self._pump_all)
+            self._loop.call_soon_threadsafe(self._arrived, topic, queue_id, offset)
 
-    def _pump_all(self) -> None:
+    def _arrived(self, topic: str, queue_id: int, offset: int) -> None:
         for conn in list(self.connections.values()):
             conn.pump()
+        if self.store.read_limit is None:
+            for listener in self.arrival_listeners:
+                listener(topic, queue_id, offset)
+        else:
+            end = self.store.commit_log.max_offset()  # at or past the arrival's record
+            self._unreadable.append((end, topic, queue_id, offset))
+
+    def _release_arrivals(self) -> None:
+        limit = self.store.read_limit
+        pending = self._unreadable
+        while pending and (limit is None or pending[0][0] <= limit):
+            _, topic, queue_id, offset = pending.popleft()
+            for listener in self.arrival_listeners:
+                listener(topic, queue_id, offset)
 
     # -- the in-sync set and the confirm offset -------------------------------------------
 
@@ -183,6 +206,8 @@ class HAService:
             self.confirm_offset = confirm
             for conn in self.connections.values():
                 conn.send_beat()
+        if self.sync:
+            self._limit_reads(confirm if acks else None, max_offset)
         if not acks:
             self._finish_waiters(PutMessageStatus.SLAVE_NOT_AVAILABLE)
             return
@@ -191,6 +216,20 @@ class HAService:
             w = waiters.popleft()
             if not w.future.done():
                 w.future.set_result(PutMessageStatus.PUT_OK)
+
+    def _limit_reads(self, confirm: int | None, max_offset: int) -> None:
+        """Readers see what the slaves have confirmed, never less than they saw: with no
+        slave in sync, every record (stored, SLAVE_NOT_AVAILABLE); once one is, the
+        limit starts at what was readable then and follows the confirm offset up."""
+        store = self.store
+        if confirm is None:
+            store.read_limit = None
+        elif store.read_limit is None:
+            store.read_limit = max(confirm, self._readable_end)
+        else:
+            store.read_limit = max(store.read_limit, confirm)
+        self._readable_end = max_offset if store.read_limit is None else store.read_limit
+        self._release_arrivals()
 
     def _finish_waiters(self, status: PutMessageStatus) -> None:
         waiters, self._waiters = self._waiters, collections.deque()

@@ -88,6 +88,10 @@ class MessageStore:
         self.running = False
         self.recovery: RecoveryReport | None = None
         self.arrival_listeners: list[ArrivalListener] = []
+        # a SYNC_MASTER's readers see only the records that end at or below this CommitLog
+        # offset (its confirm offset: its in-sync slaves have them, so a reader that moves
+        # to a slave finds everything it saw); None: every record is readable
+        self.read_limit: int | None = None
         self.last_flush_seconds = 0.0
         self._put_lock = threading.Lock()
         self._queues_lock = threading.Lock()
@@ -265,8 +269,28 @@ class MessageStore:
         return cq.min_offset if cq else 0
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The queue's end as readers see it (``read_limit``)."""
         cq = self.consume_queue(topic, queue_id)
-        return cq.max_offset if cq else 0
+        return self.visible_max_offset(cq) if cq else 0
+
+    def visible_max_offset(self, cq: ConsumeQueue) -> int:
+        """``cq.max_offset``, less the entries of records past ``read_limit``."""
+        hi = cq.max_offset
+        limit = self.read_limit
+        if limit is None or hi <= cq.min_offset:
+            return hi
+        last = cq.last_entry()
+        if last is None or last[0] + last[1] <= limit:
+            return hi  # the common case: the newest record is readable already
+        lo, top = cq.min_offset, hi - 1  # the first unreadable entry is in [lo, top]
+        while lo < top:
+            mid = (lo + top) // 2
+            entry = cq.get_entries(mid, 1)
+            if len(entry) and int(entry["offset"][0]) + int(entry["size"][0]) <= limit:
+                lo = mid + 1
+            else:
+                top = mid
+        return lo
 
     def delete_topic(self, topic: str) -> None:
         """Forget a topic's queues (its records stay in the log until retention)."""
@@ -588,7 +612,7 @@ class MessageStore:
         cq = self.consume_queue(topic, queue_id)
         if cq is None:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
-        lo, hi = cq.min_offset, cq.max_offset
+        lo, hi = cq.min_offset, self.visible_max_offset(cq)
         if hi == 0 or (lo == hi and offset == hi):
             status = (
                 GetMessageStatus.NO_MESSAGE_IN_QUEUE
@@ -612,7 +636,7 @@ class MessageStore:
         removed = False
         while next_offset < hi and count < max_nums and scanned < MAX_FILTER_SCAN:
             chunk = max_nums - count if wanted is None else min(MAX_FILTER_SCAN - scanned, 1024)
-            entries = cq.get_entries(next_offset, chunk)
+            entries = cq.get_entries(next_offset, min(chunk, hi - next_offset))
             if len(entries) == 0:
                 break
             if wanted is None and int(entries["offset"][0]) >= min_phys:
@@ -749,7 +773,7 @@ class MessageStore:
         cq = self.consume_queue(topic, queue_id)
         if cq is None:
             return 0
-        lo, hi = cq.min_offset, cq.max_offset
+        lo, hi = cq.min_offset, self.visible_max_offset(cq)
         while lo < hi:
             mid = (lo + hi) // 2
             ts = self.get_store_timestamp(topic, queue_id, mid)

@@ -199,3 +199,22 @@ def test_a_log_with_nothing_in_common_starts_over_where_the_masters_begins(
     replica.append(2 * seg, data[2 * seg :])
     replica.dispatch_to(len(data))
     assert log_bytes(slave, 2 * seg) == data[2 * seg :]
+
+
+def test_a_read_limit_hides_the_records_past_it(
+    pair: tuple[MessageStore, MessageStore, ReplicaLog],
+) -> None:
+    """A SYNC_MASTER's readers see what its in-sync slaves confirmed (``read_limit``)."""
+    master, _, _ = pair
+    fill_master(master, 120)
+    everything = master.get_max_offset_in_queue(TOPIC, 0)
+    limit = physical_offset(master, 0, 25)  # queue 0's 26th record starts here
+    master.read_limit = limit + 1  # ... and ends past the limit: not readable
+    assert master.get_max_offset_in_queue(TOPIC, 0) == 25
+    got = master.get_message(TOPIC, 0, 20, 100)
+    assert got.queue_offsets == list(range(20, 25))
+    assert master.get_message(TOPIC, 0, 25, 1).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
+    master.read_limit = master.commit_log.max_offset()
+    assert master.get_max_offset_in_queue(TOPIC, 0) == everything
+    master.read_limit = None
+    assert master.get_max_offset_in_queue(TOPIC, 0) == everything
