@@ -29,8 +29,8 @@ final class Planner {
   static final int PERM_READ = 1 << 2;
   static final int TIMEOUT_MS = 3000;
 
-  /** A queue and the address of its broker's master. */
-  record Queue(String topic, String broker, int id, String addr) {
+  /** A queue and the addresses of its broker: the master's first, then its slaves'. */
+  record Queue(String topic, String broker, int id, String[] addrs) {
     String name() {
       return topic + ":" + broker + ":" + id;
     }
@@ -61,11 +61,17 @@ final class Planner {
         }
         continue;
       }
-      Map<String, String> masters = new HashMap<>();
+      Map<String, String[]> brokers = new HashMap<>(); // broker name -> its addresses, by id
       for (JsonNode b : route.path("brokerDatas")) {
-        String addr = b.path("brokerAddrs").path("0").asText("");
-        if (!addr.isEmpty()) {
-          masters.put(b.path("brokerName").asText(), addr);
+        TreeMap<Integer, String> byId = new TreeMap<>();
+        for (Map.Entry<String, JsonNode> e : b.path("brokerAddrs").properties()) {
+          String addr = e.getValue().asText("");
+          if (!addr.isEmpty() && e.getKey().matches("\\d{1,9}")) {
+            byId.put(Integer.parseInt(e.getKey()), addr);
+          }
+        }
+        if (!byId.isEmpty()) {
+          brokers.put(b.path("brokerName").asText(), byId.values().toArray(new String[0]));
         }
       }
       List<JsonNode> datas = new ArrayList<>();
@@ -73,12 +79,12 @@ final class Planner {
       datas.sort(Comparator.comparing(q -> q.path("brokerName").asText()));
       for (JsonNode q : datas) {
         String broker = q.path("brokerName").asText();
-        if ((q.path("perm").asInt() & PERM_READ) == 0 || !masters.containsKey(broker)) {
+        if ((q.path("perm").asInt() & PERM_READ) == 0 || !brokers.containsKey(broker)) {
           continue;
         }
         for (int i = 0; i < q.path("readQueueNums").asInt(); i++) {
           if (opts.assign == null || opts.assign.get(topic).getOrDefault(broker, Set.of()).contains(i)) {
-            queues.add(new Queue(topic, broker, i, masters.get(broker)));
+            queues.add(new Queue(topic, broker, i, brokers.get(broker)));
           }
         }
       }
@@ -100,7 +106,7 @@ final class Planner {
       long s = starts.get(q.name());
       long e = ends.get(q.name());
       if (e > s) {
-        ranges.add(new QueueRange(q.topic, q.broker, q.id, s, e, q.addr));
+        ranges.add(new QueueRange(q.topic, q.broker, q.id, s, e, q.addrs));
       }
     }
     return split(ranges, opts.minPartitions, opts.maxRecordsPerPartition);
@@ -161,11 +167,21 @@ final class Planner {
     if (timestamp != null) {
       ext.put("timestamp", Long.toString(timestamp));
     }
-    Remoting.Response r = Pool.call(q.addr, TIMEOUT_MS, code, ext);
-    if (r.code != SUCCESS) {
-      throw new IOException("broker " + q.broker + " (" + q.addr + ") answered " + r.describe());
+    IOException down = null;
+    for (String addr : q.addrs) { // the master, else a slave (the same offsets)
+      Remoting.Response r;
+      try {
+        r = Pool.call(addr, TIMEOUT_MS, code, ext);
+      } catch (IOException e) {
+        down = e;
+        continue;
+      }
+      if (r.code != SUCCESS) {
+        throw new IOException("broker " + q.broker + " (" + addr + ") answered " + r.describe());
+      }
+      return r.number("offset");
     }
-    return r.number("offset");
+    throw down != null ? down : new IOException("broker " + q.broker + " has no address");
   }
 
   private void checkAssigned(Set<String> have) {
@@ -294,7 +310,7 @@ final class Planner {
       parts = Math.max(1, Math.min(parts, size));
       for (long i = 0; i < parts; i++) {
         out.add(new QueueRange(r.topic, r.brokerName, r.queueId,
-            r.start + size * i / parts, r.start + size * (i + 1) / parts, r.addr));
+            r.start + size * i / parts, r.start + size * (i + 1) / parts, r.addrs));
       }
     }
     out.sort(Comparator.<QueueRange, String>comparing(r -> r.topic)

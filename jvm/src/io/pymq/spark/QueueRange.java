@@ -2,7 +2,10 @@ package io.pymq.spark;
 
 import org.apache.spark.sql.connector.read.InputPartition;
 
-/** Offsets {@code [start, end)} of one queue, and the broker address that serves it. */
+/**
+ * Offsets {@code [start, end)} of one queue, and the addresses of the brokers that serve it: its
+ * master first, then its slaves (read while the master is down; they hold the same offsets).
+ */
 final class QueueRange implements InputPartition {
   private static final long serialVersionUID = 1L;
   final String topic;
@@ -10,15 +13,15 @@ final class QueueRange implements InputPartition {
   final int queueId;
   final long start;
   final long end;
-  final String addr;
+  final String[] addrs;
 
-  QueueRange(String topic, String brokerName, int queueId, long start, long end, String addr) {
+  QueueRange(String topic, String brokerName, int queueId, long start, long end, String[] addrs) {
     this.topic = topic;
     this.brokerName = brokerName;
     this.queueId = queueId;
     this.start = start;
     this.end = end;
-    this.addr = addr;
+    this.addrs = addrs.clone();
   }
 
   String name() {

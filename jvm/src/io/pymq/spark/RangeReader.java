@@ -28,6 +28,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   private final Columns columns;
   private Remoting conn;
   private boolean replaced;
+  private int at; // which of the range's addresses is read: the master's, else a slave's
   private long offset;
   private int ahead = -1; // opaque of the page asked for ahead, -1 when none
   private long aheadOffset;
@@ -76,24 +77,22 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   /** The next page of rows from {@code offset}. */
   private void fill() throws IOException {
     Remoting.Response r;
-    try {
-      if (conn == null) {
-        conn = Pool.take(range.addr, READ_TIMEOUT_MS, false);
+    while (true) {
+      try {
+        r = pullHere();
+        break;
+      } catch (IOException e) {
+        if (conn != null) {
+          conn.close();
+          conn = null;
+        }
+        ahead = -1;
+        if (at + 1 >= range.addrs.length) {
+          throw e; // every broker of the queue is down: the task fails
+        }
+        at++; // the master is down: its slave serves the same offsets
+        replaced = false;
       }
-      int opaque = ahead >= 0 && aheadOffset == offset ? ahead : conn.send(PULL_MESSAGE, pull(offset));
-      ahead = -1;
-      r = conn.receive(opaque);
-    } catch (IOException e) {
-      if (replaced || conn == null || conn.idleSince == 0) {
-        throw e; // a new connection that fails: the broker is down, the task fails
-      }
-      replaced = true; // once: a kept connection its broker closed meanwhile
-      if (conn != null) {
-        conn.close();
-      }
-      conn = Pool.take(range.addr, READ_TIMEOUT_MS, true);
-      ahead = -1;
-      r = conn.call(PULL_MESSAGE, pull(offset));
     }
     if (r.code == PULL_OFFSET_MOVED) {
       long min = r.number("minOffset");
@@ -108,7 +107,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       throw new IllegalStateException("cannot read " + range.name() + " at " + offset + ": " + r.describe());
     }
     if (r.code != 0 && r.code != PULL_NOT_FOUND && r.code != PULL_RETRY_IMMEDIATELY) {
-      throw new IOException("broker " + range.brokerName + " (" + range.addr + ") answered a pull of "
+      throw new IOException("broker " + range.brokerName + " (" + range.addrs[at] + ") answered a pull of "
           + range.name() + " with " + r.describe());
     }
     long nextBegin = r.number("nextBeginOffset");
@@ -122,6 +121,27 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     }
     page = r.code == 0 ? columns.fill(r.body, range.end) : null;
     offset = nextBegin;
+  }
+
+  /** A pull at {@code offset} from the broker at {@code range.addrs[at]}. */
+  private Remoting.Response pullHere() throws IOException {
+    try {
+      if (conn == null) {
+        conn = Pool.take(range.addrs[at], READ_TIMEOUT_MS, false);
+      }
+      int opaque = ahead >= 0 && aheadOffset == offset ? ahead : conn.send(PULL_MESSAGE, pull(offset));
+      ahead = -1;
+      return conn.receive(opaque);
+    } catch (IOException e) {
+      if (replaced || conn == null || conn.idleSince == 0) {
+        throw e; // a new connection that fails: this broker is down
+      }
+      replaced = true; // once: a kept connection its broker closed meanwhile
+      conn.close();
+      conn = Pool.take(range.addrs[at], READ_TIMEOUT_MS, true);
+      ahead = -1;
+      return conn.call(PULL_MESSAGE, pull(offset));
+    }
   }
 
   @Override
