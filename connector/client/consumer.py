@@ -14,18 +14,30 @@ takes its answer instead of a round trip. One such request a queue at most;
 an answer not taken (the caller asked for another offset, or came back
 later) is dropped, and one that is not FOUND is asked for again the
 ordinary way. ``read_ahead=False`` (per consumer or per pull) turns it off.
+
+Which node of a broker name is read (``connector.client.read_routing``): the
+one its last pull answer suggested (``suggestWhichBrokerId``: the master while
+it is up, a slave while that slave has lost its master), else the master,
+else a slave. Every read goes there. A node that cannot be reached (connect
+refused, timeout, connection broken) is avoided for a few seconds: the route
+is asked for again and the call is made once more on another node, so reads
+move to a slave as soon as the master is found dead, and back once a slave
+says the master is up again.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from connector.client.namesrv import NameServerClient, parse_namesrv
+from connector.client.read_routing import ReadChoice, ReadRouting
 from connector.client.results import PullResult
 from connector.client.rpc import Rpc, error_for_response
-from connector.errors import NotFoundError, PyMQError, TopicNotExistError
+from connector.errors import NotFoundError, PyMQError, RemotingError, TopicNotExistError
 from connector.protocol.hashing import parse_tags
 from connector.protocol.message import MessageQueue
 from connector.protocol.names import validate_group, validate_topic
@@ -36,6 +48,8 @@ from connector.remoting.client import DEFAULT_BUSY_POLL_US
 
 __all__ = ["PullCallback", "PullConsumer"]
 
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 PERM_READ = 4
 _FLAG_SUSPEND = 0x2  # PullSysFlag: long-poll when nothing is new
 _FLAG_SUBSCRIPTION = 0x4  # the request carries its subscription (tags)
@@ -51,15 +65,22 @@ _PULL_STATUS = {
 PullCallback = Callable[[PullResult | None, BaseException | None], None]
 
 
+def _suggested_id(resp: RemotingCommand) -> str | None:
+    """A pull answer's ``suggestWhichBrokerId`` (None from a broker that names none)."""
+    return resp.ext.get("suggestWhichBrokerId")
+
+
 def _records_result(resp: RemotingCommand) -> PullResult:
     """A pull answer (code in ``_PULL_STATUS``) as a ``PullResult`` of undecoded records."""
     r = resp.ext
+    suggested = _suggested_id(resp)
     return PullResult(
         _PULL_STATUS[ResponseCode(resp.code)],
         int(r["nextBeginOffset"]),
         int(r["minOffset"]),
         int(r["maxOffset"]),
         records=bytes(resp.body),
+        suggest_which_broker_id=int(suggested) if suggested and suggested.isdigit() else 0,
     )
 
 
@@ -75,11 +96,22 @@ def _decoded(res: PullResult, tags: str | None) -> PullResult:
     status = res.status
     if status is PullStatus.FOUND and not messages:
         status = PullStatus.NO_MATCHED_MSG
-    return PullResult(status, res.next_begin_offset, res.min_offset, res.max_offset, messages)
+    return PullResult(
+        status,
+        res.next_begin_offset,
+        res.min_offset,
+        res.max_offset,
+        messages,
+        suggest_which_broker_id=res.suggest_which_broker_id,
+    )
 
 
 class PullConsumer:
-    """Pull messages by queue offset. Thread-safe."""
+    """Pull messages by queue offset. Thread-safe.
+
+    ``read_routing`` (default: a new ``ReadRouting``) decides which node of a
+    broker name reads go to: the master, or a slave while the master is down.
+    """
 
     def __init__(
         self,
@@ -89,12 +121,14 @@ class PullConsumer:
         timeout_ms: int = 3000,
         read_ahead: bool = True,
         busy_poll_us: int = DEFAULT_BUSY_POLL_US,
+        read_routing: ReadRouting | None = None,
     ) -> None:
         self.group = validate_group(group)
         self.rpc = Rpc(busy_poll_us=busy_poll_us)
         self.namesrv = NameServerClient(parse_namesrv(namesrv), self.rpc)
         self.timeout_ms = timeout_ms
         self.read_ahead = read_ahead
+        self.read_routing = read_routing or ReadRouting()
         self._routes: dict[str, TopicRouteData] = {}
         self._lock = threading.Lock()
         self._ahead: dict[MessageQueue, _ReadAhead] = {}  # by queue, at most one
@@ -123,25 +157,93 @@ class PullConsumer:
                 self._routes[topic] = route
         return route
 
+    def _refreshed_route(self, topic: str) -> TopicRouteData | None:
+        """The topic's route asked for again; None (logged) when that fails: the caller
+        goes on with the route it has."""
+        try:
+            return self._route(topic, refresh=True)
+        except PyMQError as exc:
+            log.debug("refreshing the route of %s failed: %s", topic, exc)
+            return None
+
     def fetch_queues(self, topic: str) -> list[MessageQueue]:
-        """Every readable queue of the topic, on every broker that has a master."""
+        """Every readable queue of the topic, on every broker name with a node in the
+        route: its master, or a slave while the master is gone from the route."""
         route = self._route(topic, refresh=True)
-        masters = {b.broker_name for b in route.brokers if b.addrs.get("0")}
+        served = {b.broker_name for b in route.brokers if any(b.addrs.values())}
         out = [
             MessageQueue(topic, q.broker_name, i)
             for q in sorted(route.queues, key=lambda q: q.broker_name)
-            if q.perm & PERM_READ and q.broker_name in masters
+            if q.perm & PERM_READ and q.broker_name in served
             for i in range(q.read_queue_nums)
         ]
         return out
 
-    def _addr(self, mq: MessageQueue) -> str:
-        for refresh in (False, True):
-            route = self._route(mq.topic, refresh=refresh)
-            for broker in route.brokers:
-                if broker.broker_name == mq.broker_name and broker.addrs.get("0"):
-                    return broker.addrs["0"]
-        raise TopicNotExistError(f"broker {mq.broker_name} serves no queue of {mq.topic}")
+    def _choice(self, route: TopicRouteData, broker_name: str) -> ReadChoice | None:
+        for broker in route.brokers:
+            if broker.broker_name == broker_name and broker.addrs:
+                return self.read_routing.choose(broker_name, broker.addrs)
+        return None
+
+    def read_addr(self, mq: MessageQueue) -> str:
+        """The address the next read of ``mq`` goes to: its broker's master, or a
+        slave while the master is down (or was unreachable a moment ago). Asks the
+        NameServer when the cached route lacks the node wanted (at most once a
+        second). TopicNotExistError when no node of the broker serves the topic."""
+        route = self._route(mq.topic)
+        choice = self._choice(route, mq.broker_name)
+        if choice is None:  # the broker is new, or moved: the route may be stale
+            choice = self._choice(self._route(mq.topic, refresh=True), mq.broker_name)
+        elif not choice.preferred and self.read_routing.refresh_due((mq.topic, mq.broker_name)):
+            # not the node wanted: the route may lack it (a master back on a new port)
+            fresh = self._refreshed_route(mq.topic)
+            if fresh is not None:
+                choice = self._choice(fresh, mq.broker_name) or choice
+        if choice is None:
+            raise TopicNotExistError(f"broker {mq.broker_name} serves no queue of {mq.topic}")
+        return choice.addr
+
+    def _unreachable(self, mq: MessageQueue, addr: str, exc: RemotingError) -> str | None:
+        """``addr`` could not be reached: avoid it for a while, ask for the route again,
+        and return another node of the broker to try once more, if it has one."""
+        self.read_routing.mark_failed(addr)
+        route = self._refreshed_route(mq.topic) or self._routes.get(mq.topic)
+        choice = None if route is None else self._choice(route, mq.broker_name)
+        if choice is None or choice.addr == addr:
+            return None
+        log.warning(
+            "%s of %s unreachable (%s): reading from %s", addr, mq.broker_name, exc, choice.addr
+        )
+        return choice.addr
+
+    def _read(self, mq: MessageQueue, call: Callable[[str], T]) -> T:
+        """``call(addr)`` on the node ``mq`` is read from; on a connection failure or a
+        timeout, once more on another node of its broker (a read: safe to repeat)."""
+        addr = self.read_addr(mq)
+        try:
+            out = call(addr)
+        except RemotingError as exc:
+            other = self._unreachable(mq, addr, exc)
+            if other is None:
+                raise
+            addr = other
+            try:
+                out = call(addr)
+            except RemotingError:
+                self.read_routing.mark_failed(addr)  # no third try: the caller decides
+                raise
+            except PyMQError as again:
+                self._after_error(mq, again)
+                raise
+        except PyMQError as exc:
+            self._after_error(mq, exc)
+            raise
+        self.read_routing.succeeded(addr)
+        return out
+
+    def _after_error(self, mq: MessageQueue, exc: PyMQError) -> None:
+        if exc.retriable or exc.invalid_metadata:
+            self._refreshed_route(mq.topic)  # the broker may have moved
 
     # -- reads -------------------------------------------------------------------------
 
@@ -186,32 +288,38 @@ class PullConsumer:
         It may pull again: a consumer that re-pulls from its callback keeps a long
         poll on every queue with no thread of its own, and reads each answer on the
         thread that received it. No read-ahead. Raises (nothing sent) when the
-        queue's broker cannot be found or reached.
+        queue's broker cannot be found or reached (another node of it is tried first).
+        A pull that fails once sent (timeout, connection lost) is not repeated: the
+        error goes to the callback, and the next call reads from another node.
         """
-        addr = self._addr(mq)
-        cmd = RemotingCommand(
-            RequestCode.PULL_MESSAGE, self._pull_ext(mq, offset, max_nums, tags, wait_ms)
-        )
+        ext = self._pull_ext(mq, offset, max_nums, tags, wait_ms)
+        timeout_s = (self.timeout_ms + max(wait_ms, 0)) / 1000
 
-        def answered(resp: RemotingCommand | None, error: BaseException | None) -> None:
-            result: PullResult | None = None
-            try:
-                if resp is not None:
-                    if resp.code not in _PULL_STATUS:
-                        error = error_for_response(addr, resp)
-                    else:
-                        result = _records_result(resp)
-                        if not records:
-                            result = _decoded(result, tags)
-            except Exception as exc:  # noqa: BLE001 - a bad answer: the caller's error
-                error, result = exc, None
-            if isinstance(error, PyMQError) and (error.retriable or error.invalid_metadata):
-                with self._lock:  # the broker may have moved: the next pull asks again
-                    self._routes.pop(mq.topic, None)
-            callback(result, error if result is None else None)
+        def send(addr: str) -> None:
+            def answered(resp: RemotingCommand | None, error: BaseException | None) -> None:
+                result: PullResult | None = None
+                try:
+                    if resp is not None:
+                        if resp.code not in _PULL_STATUS:
+                            error = error_for_response(addr, resp)
+                        else:
+                            self.read_routing.record_suggestion(mq.broker_name, _suggested_id(resp))
+                            result = _records_result(resp)
+                            if not records:
+                                result = _decoded(result, tags)
+                except Exception as exc:  # noqa: BLE001 - a bad answer: the caller's error
+                    error, result = exc, None
+                if isinstance(error, RemotingError):
+                    self.read_routing.mark_failed(addr)  # the next call reads elsewhere
+                if isinstance(error, PyMQError) and (error.retriable or error.invalid_metadata):
+                    with self._lock:  # the broker may have moved: the next pull asks again
+                        self._routes.pop(mq.topic, None)
+                callback(result, error if result is None else None)
 
-        conn = self.rpc.client.connection(addr)
-        conn.invoke_async(cmd, answered, (self.timeout_ms + max(wait_ms, 0)) / 1000)
+            cmd = RemotingCommand(RequestCode.PULL_MESSAGE, dict(ext))
+            self.rpc.client.connection(addr).invoke_async(cmd, answered, timeout_s)
+
+        self._read(mq, send)
 
     def pull_records(
         self,
@@ -269,30 +377,34 @@ class PullConsumer:
     ) -> RemotingCommand:
         ext = self._pull_ext(mq, offset, max_nums, tags, wait_ms)
         timeout_s = (self.timeout_ms + max(wait_ms, 0)) / 1000
-        try:
-            return self.rpc.call(
-                self._addr(mq),
+        resp = self._read(
+            mq,
+            lambda addr: self.rpc.call(
+                addr,
                 RequestCode.PULL_MESSAGE,
                 ext,
                 timeout_s=timeout_s,
                 ok=_PULL_STATUS,
                 busy_poll=wait_ms <= 0,
-            )
-        except PyMQError as exc:
-            if exc.retriable or exc.invalid_metadata:
-                self._route(mq.topic, refresh=True)
-            raise
+            ),
+        )
+        self.read_routing.record_suggestion(mq.broker_name, _suggested_id(resp))
+        return resp
 
     def _read_ahead(self, mq: MessageQueue, offset: int, max_nums: int, tags: str | None) -> None:
         """Ask for the page at ``offset`` before the caller does (no long poll: the
         queue holds it already). Best effort: any failure leaves the ordinary pull."""
-        ahead = _ReadAhead((offset, max_nums, tags or "*"))
         cmd = RemotingCommand(
             RequestCode.PULL_MESSAGE, self._pull_ext(mq, offset, max_nums, tags, 0)
         )
         try:
-            conn = self.rpc.client.connection(self._addr(mq))
-            conn.invoke_async(cmd, ahead.answered, self.timeout_ms / 1000)
+            addr = self.read_addr(mq)
+            ahead = _ReadAhead(
+                (offset, max_nums, tags or "*"), mq.broker_name, addr, self.read_routing
+            )
+            self.rpc.client.connection(addr).invoke_async(
+                cmd, ahead.answered, self.timeout_ms / 1000
+            )
         except PyMQError:
             return
         with self._lock:
@@ -300,12 +412,10 @@ class PullConsumer:
 
     def _queue_call(self, mq: MessageQueue, code: int, **ext: str) -> dict[str, str]:
         fields = {"topic": mq.topic, "queueId": str(mq.queue_id), **ext}
-        try:
-            return self.rpc.call(self._addr(mq), code, fields, timeout_s=self.timeout_ms / 1000).ext
-        except PyMQError as exc:
-            if exc.retriable or exc.invalid_metadata:
-                self._route(mq.topic, refresh=True)  # the broker may have moved
-            raise
+        timeout_s = self.timeout_ms / 1000
+        return self._read(
+            mq, lambda addr: self.rpc.call(addr, code, fields, timeout_s=timeout_s).ext
+        )
 
     def min_offset(self, mq: MessageQueue) -> int:
         return int(self._queue_call(mq, RequestCode.GET_MIN_OFFSET)["offset"])
@@ -348,16 +458,25 @@ class PullConsumer:
 class _ReadAhead:
     """A pull sent before the caller asked for it, and its answer once it came."""
 
-    __slots__ = ("_done", "key", "response", "sent")
+    __slots__ = ("_done", "addr", "broker_name", "key", "response", "routing", "sent")
 
-    def __init__(self, key: tuple[int, int, str]) -> None:
+    def __init__(
+        self, key: tuple[int, int, str], broker_name: str, addr: str, routing: ReadRouting
+    ) -> None:
         self.key = key
+        self.broker_name = broker_name
+        self.addr = addr
+        self.routing = routing  # told what the answer says of the nodes, taken or not
         self.sent = time.monotonic()
         self.response: RemotingCommand | None = None
         self._done = threading.Lock()
         self._done.acquire()
 
     def answered(self, response: RemotingCommand | None, error: BaseException | None) -> None:
+        if response is not None and response.code in _PULL_STATUS:
+            self.routing.record_suggestion(self.broker_name, _suggested_id(response))
+        elif isinstance(error, RemotingError):  # the caller's pull goes elsewhere at once
+            self.routing.mark_failed(self.addr)
         # only a page of messages is worth keeping; anything else is asked for again
         if error is None and response is not None and response.code == ResponseCode.SUCCESS:
             self.response = response

@@ -216,6 +216,9 @@ class PullResult:
     max_offset: int
     messages: list[MessageExt] = field(default_factory=list)
     records: bytes = b""  # the stored records undecoded (``PullConsumer.pull_records``)
+    # the broker id the answer said to read from next (0: the master; a slave's own id
+    # while it has lost its master), as RocketMQ's PullResultExt
+    suggest_which_broker_id: int = 0
 
 
 @dataclass(slots=True)
