@@ -205,6 +205,7 @@ def _op_push(out: _Out, p: Mapping[str, Any], deadline: float) -> dict[str, Any]
     reached = threading.Event()
     count = 0
     callback_errors: list[dict[str, str]] = []
+    seen: set[str] = set()
 
     def on_message(msg: Any) -> None:
         # runs on the C++ core's threads; an exception here would be printed and the
@@ -216,7 +217,14 @@ def _op_push(out: _Out, p: Mapping[str, Any], deadline: float) -> dict[str, Any]
             callback_errors.append(_error(exc))
             return
         out.emit("message", **fields)
+        delay = p.get("consume_delay_s", 0.0)
+        if delay:  # a slow listener: the test acts while the consumer is busy
+            time.sleep(delay)
         with lock:
+            if p.get("count_distinct"):  # redeliveries (at least once) do not count
+                if fields["msg_id"] in seen:
+                    return
+                seen.add(fields["msg_id"])
             count += 1
             if expected is not None and count >= expected:
                 reached.set()
