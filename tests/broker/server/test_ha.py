@@ -215,8 +215,18 @@ def test_forged_and_wrong_broker_handshakes_are_refused_and_logged(servers: Serv
                 assert kind == 3, case
                 assert json.loads(payload)["code"], case
                 assert _read_frame(sock) is None, case
+    # a well-formed slave that acknowledges bytes it was never sent (RocketMQ's master
+    # believes any 8-byte ack: #1155, #3015) is dropped, and never counts as in sync
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(_frame(1, json.dumps({**ours, "broker_id": 2}).encode()))
+        answer = _read_frame(sock)
+        assert answer is not None and answer[0] == 2  # WELCOME
+        sock.sendall(_frame(6, struct.pack(">q", 1 << 40)))
+        while _read_frame(sock) is not None:  # META, BEAT ... until the master closes
+            pass
     log_text = m.log_path.read_text()
     assert "refused the handshake" in log_text and "broker-b" in log_text
+    assert "past the 0 bytes sent" in log_text
     # the master is fine and its real slaves are unaffected
     create_topic(m.http_addr, TOPIC)
     send(m.http_addr, TOPIC, b"still serving")
@@ -405,3 +415,47 @@ def test_a_local_cluster_with_slaves_and_cluster_list_shows_roles_and_lag(
         assert by[("broker-a", 1)]["in_sync"] == "yes"
         assert by[("broker-a", 1)]["max_offset"] == by[("broker-a", 0)]["max_offset"] > 0
         assert by[("broker-a", 0)]["epoch"] == 1
+
+
+def test_master_and_slave_both_killed_under_load_restart_and_agree(
+    servers: Servers, tmp_path: Path
+) -> None:
+    ns = servers.namesrv()
+    m = master(servers, ns.addr, role="SYNC_MASTER")
+    s = slave(servers, ns.addr, tmp_path / "slave")
+    create_topic(m.http_addr, TOPIC)
+    wait_until(lambda: _status(m.http_addr) == "SEND_OK", 20, interval_s=0.2, what="in sync")
+    stop = threading.Event()
+    acked: list[tuple[int, int, bytes]] = []
+
+    def produce(worker: int) -> None:
+        client = httpx.Client(timeout=10)
+        n = 0
+        while not stop.is_set():
+            body = f"w{worker}-{n}".encode() * 8
+            n += 1
+            try:
+                r = client.post(url(m.http_addr, "topics", TOPIC, "messages"),
+                                json={"body": body.decode()})  # fmt: skip
+            except httpx.HTTPError:
+                return
+            if r.status_code == 200 and r.json()["status"] == "SEND_OK":
+                acked.append((r.json()["queue_id"], r.json()["queue_offset"], body))
+
+    workers = [threading.Thread(target=produce, args=(w,), daemon=True) for w in range(4)]
+    for w in workers:
+        w.start()
+    wait_until(lambda: len(acked) > 300, 30, what="load")
+    s.kill()  # the slave first, the master a moment later: each has a tail the other lacks
+    m.kill()
+    stop.set()
+    for w in workers:
+        w.join(15)
+    m = servers.restart(m, crash=True)
+    s = servers.restart(s, crash=True)
+    wait_until(lambda: caught_up(m, s), 30, what="the two agree again")
+    assert records(s.http_addr) == records(m.http_addr)
+    on_master = {(q, r[0], r[2]) for q, rs in enumerate(records(m.http_addr)) for r in rs}
+    assert all((q, o, b) in on_master for q, o, b in acked), "an acknowledged send is gone"
+    ha = HTTP.get(url(m.http_addr, "health")).json()["ha"]
+    assert ha["epoch"] == 2 and [e[0] for e in ha["epochs"]] == [1, 2]
