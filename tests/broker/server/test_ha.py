@@ -459,3 +459,25 @@ def test_master_and_slave_both_killed_under_load_restart_and_agree(
     assert all((q, o, b) in on_master for q, o, b in acked), "an acknowledged send is gone"
     ha = HTTP.get(url(m.http_addr, "health")).json()["ha"]
     assert ha["epoch"] == 2 and [e[0] for e in ha["epochs"]] == [1, 2]
+
+
+def test_delay_progress_reaches_the_slave(servers: Servers, tmp_path: Path) -> None:
+    env = {"PYMQ_MESSAGE_DELAY_LEVEL": "100ms 1s"}
+    ns = servers.namesrv()
+    m = master(servers, ns.addr, env=env)
+    s = slave(servers, ns.addr, tmp_path / "slave", env=env)
+    create_topic(m.http_addr, TOPIC)
+    send(m.http_addr, TOPIC, b"later", queue_id=0, delay_level=1)
+    wait_until(lambda: queue_max(m.http_addr) == [1, 0, 0, 0], 10, what="delivered on the master")
+    wait_until(lambda: queue_max(s.http_addr) == [1, 0, 0, 0], 10, what="delivered on the slave")
+
+    def slave_progress() -> dict[str, int] | None:
+        path = tmp_path / "slave" / "config" / "delayOffset.json"
+        try:
+            table: dict[str, int] = json.loads(path.read_text())["offset_table"]
+        except (OSError, ValueError, KeyError):
+            return None
+        return table if table.get("1") == 1 else None
+
+    # kept by the slave, so a promoted slave does not deliver the message a second time
+    wait_until(slave_progress, 15, what="the delay progress in the slave's store")
