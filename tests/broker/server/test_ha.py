@@ -150,6 +150,10 @@ def test_sync_master_answers_slave_not_available_without_a_slave(
     r = HTTP.post(url(m.http_addr, "topics", TOPIC, "messages"), json={"body": "alone"})
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "SLAVE_NOT_AVAILABLE"  # stored, not replicated
+    with Producer(group="ha-sync", namesrv=ns.addr) as producer:  # remoting: the same status
+        res = producer.send(Message(topic=TOPIC, body=b"alone too"))
+        assert res.status is SendStatus.SLAVE_NOT_AVAILABLE
+        assert res.queue_offset >= 0  # stored: a queue offset like any send
     s = slave(servers, ns.addr, tmp_path / "slave")
 
     def replicated_send() -> bool:
