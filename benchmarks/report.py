@@ -4,16 +4,19 @@
                                 [--headline]
 
 Reads what ``run_all.py`` left in the results dir (``run.json``, and
-``limits``, ``store``, ``server``, ``client``, ``spark``, ``peers`` ``.json``;
-a missing one is reported as not run) and writes the report: the machine,
-the date, the exact commands, pymq against the targets and the best peer, the
-physical limits and pymq's figures as a fraction of them, every figure as
-median (min-max), and what was noisy. The targets are issue #23's, each next
-to the peer it names, measured in the same run; the broker's two edges
-(remoting through pymq's client, REST through httpx and through a raw
-socket) side by side come from ``server_bench``. ``--headline`` prints only
-the tables the README's "Benchmarks" section shows: the targets next to the
-peers, and remoting vs REST.
+``limits``, ``store``, ``server``, ``client``, ``spark``, ``peers``, ``ha``
+``.json``; a missing one is reported as not run) and writes the report: the
+machine, the date, the exact commands, pymq against the targets and the best
+peer, the physical limits and pymq's figures as a fraction of them, every
+figure as median (min-max), and what was noisy. The targets are issue #23's,
+each next to the peer it names, measured in the same run, and the replication
+targets (goals defined in ``ha_bench``), each against another setup of the
+same ``ha_bench`` run (SYNC_MASTER vs ASYNC_MASTER vs no slave) or Redis in
+the same minutes; the broker's two edges (remoting through pymq's client,
+REST through httpx and through a raw socket) side by side come from
+``server_bench``. ``--headline`` prints only the tables the README's
+"Benchmarks" section shows: the targets next to the peers, and remoting vs
+REST.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,12 +33,13 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import ha_bench  # noqa: E402
 from peers_bench import BATCH_TOPIC, ROWS, SYSTEMS  # noqa: E402
 
 from connector.protocol.msgid import UniqKeyGenerator  # noqa: E402
 from connector.protocol.record import record_size  # noqa: E402
 
-STEPS = ("limits", "store", "server", "client", "spark", "peers")
+STEPS = ("limits", "store", "server", "client", "spark", "peers", "ha")
 NOISY = 1.3  # max / min above this is called noisy
 PEER_NAMES = {"pymq": "pymq", "redis": "Redis Streams", "nats": "NATS JetStream"}
 Fig = dict[str, float]  # median, min, max
@@ -181,13 +185,14 @@ def targets(data: dict[str, Any]) -> list[Target]:
         shown = num(fig["median"], unit) if unit == "x" else f"{cell(fig, unit)} {unit}"
         if peer is not None:
             system, pf = peer
-            versus = f"{PEER_NAMES[system]} {cell(pf, unit)}" + (" ms" if unit == "ms" else "")
+            name = PEER_NAMES.get(system, system)  # a peer, or a setup of the same system
+            versus = f"{name} {cell(pf, unit)}" + (" ms" if unit == "ms" else "")
             ratio = num(fig["median"] / pf["median"], "x")
         if ratio_goal is not None:
             if peer is None:
                 out.append(Target(key, what, shown, "-", "-", "not measured (no peer figure)"))
                 return
-            result = verdict(ratio_fig(fig, peer[1]["median"]), ratio_goal, higher=True)
+            result = verdict(ratio_fig(fig, peer[1]["median"]), ratio_goal, higher=higher)
         elif goal is not None:
             result = verdict(fig, goal, higher=higher)
         else:
@@ -370,7 +375,68 @@ def targets(data: dict[str, Any]) -> list[Target]:
             peer=("redis", spark["source_redis"]),
             ratio_goal=3,
         )
+    ha_targets(data.get("ha", {}), add, out)
     return out
+
+
+def ha_fig(ha: dict[str, Any], setup: str, key: str, field: str = "") -> Fig | None:
+    """A figure of ``ha_bench``: ``setup`` "none", "async", "sync", "redis" or "catchup"."""
+    fig = ha.get("figures", {}).get(setup, {}).get(key)
+    if fig is None:
+        return None
+    return fig[field] if field else fig  # type: ignore[no-any-return]
+
+
+def ha_targets(ha: dict[str, Any], add: Callable[..., None], out: list[Target]) -> None:
+    """The replication issue's targets (goals from ``ha_bench``), each against a setup
+    measured in the same run of ``ha_bench``, or Redis in the same minutes."""
+    sync_p99 = ha_bench.SYNC_P99_MAX_X_ASYNC
+    for key, what, setup, field, versus, goal in (
+        ("ha_sync_p99", f"HA: SYNC_MASTER + 1 slave, single sync send p99 <= {sync_p99:g}x "
+         "ASYNC_MASTER + 1 slave's", "sync", "p99_ms", "async", sync_p99),
+        ("ha_sync_p50", "... single sync send p50, SYNC_MASTER vs ASYNC_MASTER", "sync",
+         "p50_ms", "async", None),
+        ("ha_async_p99", "... single sync send p99, ASYNC_MASTER + 1 slave vs no slave",
+         "async", "p99_ms", "none", None),
+    ):  # fmt: skip
+        other = ha_fig(ha, versus, "single", field)
+        add(
+            key, what, ha_fig(ha, setup, "single", field), "ms",
+            peer=None if other is None else (ha_bench.LABELS[versus], other),
+            ratio_goal=goal, higher=False,
+        )  # fmt: skip
+    none_batch = ha_fig(ha, "none", "batch")
+    add(
+        "ha_sync_batch",
+        f"HA: SYNC_MASTER + 1 slave, `send_batch` of 1,000 >= "
+        f"{ha_bench.SYNC_BATCH_MIN_X_NONE:g}x no slave",
+        ha_fig(ha, "sync", "batch"),
+        "msgs/s",
+        peer=None if none_batch is None else (ha_bench.LABELS["none"], none_batch),
+        ratio_goal=ha_bench.SYNC_BATCH_MIN_X_NONE,
+    )
+    redis = ha_fig(ha, "redis", "durable")
+    for key, what, setup, goal in (
+        ("ha_sync_durable", "HA: SYNC_MASTER + SYNC_FLUSH + 1 slave, 64 producer threads >= "
+         f"{ha_bench.SYNC_DURABLE_MIN_X_REDIS:g}x Redis appendfsync always", "sync",
+         ha_bench.SYNC_DURABLE_MIN_X_REDIS),
+        ("ha_none_durable", "... SYNC_FLUSH alone (no slave), same run", "none", None),
+    ):  # fmt: skip
+        fig = ha_fig(ha, setup, "durable")
+        if redis is None and fig is not None:
+            why = f"not measured: no Redis figure ({ha.get('redis_missing') or 'see ha.log'})"
+            out.append(Target(key, what, f"{cell(fig)} msgs/s", "-", "-", why))
+            continue
+        peer = None if redis is None else (ha_bench.LABELS["redis"], redis)
+        add(key, what, fig, "msgs/s", peer=peer, ratio_goal=goal)
+    add(
+        "ha_catchup",
+        f"HA: a new slave catches up with its master's log >= "
+        f"{ha_bench.CATCHUP_MIN_MB_S:g} MB/s (connected -> lag 0)",
+        ha_fig(ha, "catchup", "mb_per_s"),
+        "MB/s",
+        goal=ha_bench.CATCHUP_MIN_MB_S,
+    )
 
 
 def short(result: str) -> str:
@@ -637,6 +703,10 @@ def limit_rows(data: dict[str, Any]) -> tuple[list[list[str]], list[list[str]]]:
             "disk write",
             disk_mb,
         )
+    catchup = data.get("ha", {}).get("figures", {}).get("catchup", {}).get("mb_per_s")
+    if catchup is not None:
+        share("HA: a new slave's catch-up (log bytes)", catchup["median"], "loopback", lo_mb)
+        share("HA: a new slave's catch-up (log bytes)", catchup["median"], "disk write", disk_mb)
     durable = peer_fig(data, "durable", "", "pymq")
     if durable is not None:
         fractions.append(
@@ -806,6 +876,47 @@ def spark_rows(s: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+HA_COLUMNS = ("none", "async", "sync", "redis")
+HA_HEAD = ["what", "unit", *(ha_bench.LABELS[s] for s in HA_COLUMNS)]
+
+
+def ha_rows(ha: dict[str, Any], *, ranges: bool = True) -> list[list[str]]:
+    """``ha_bench``'s figures, a setup a column (Redis: the durable row only)."""
+
+    def show(fig: Fig | None, unit: str) -> str:
+        if fig is None:
+            return "-"
+        return cell(fig, unit) if ranges else num(fig["median"], unit)
+
+    rows = []
+    for label, key, field, unit in (
+        ("single sync send, 1 thread, p50", "single", "p50_ms", "ms"),
+        ("single sync send, 1 thread, p99", "single", "p99_ms", "ms"),
+        ("single sync send, 1 thread", "single", "msgs_per_s", "msgs/s"),
+        ("`send_batch` of 1,000, 1 thread", "batch", "", "msgs/s"),
+        ("slave's lag when the batch clock stopped", "lag_after_batch_bytes", "", "bytes"),
+        ("durable: SYNC_FLUSH, 64 producer threads", "durable", "", "msgs/s"),
+    ):
+        figs = [ha_fig(ha, s, key, field) for s in HA_COLUMNS]
+        if all(f is None for f in figs):
+            continue
+        rows.append([label, unit, *(show(f, "ms" if unit == "ms" else "") for f in figs)])
+    return rows
+
+
+def ha_catchup_text(ha: dict[str, Any]) -> str:
+    c = ha.get("figures", {}).get("catchup")
+    if c is None:
+        return ""
+    return (
+        f"A new slave catching up with a master's {c['mb']['median']:,.0f} MB log "
+        f"({ha_bench.CATCHUP_BODY_BYTES // 1024} KiB messages, the master idle): "
+        f"{cell(c['mb_per_s'])} MB/s from the first reading connected to lag 0, which took "
+        f"{cell(c['seconds'], 'ms')} s; {cell(c['from_start_s'], 'ms')} s from the slave's "
+        "process start to lag 0."
+    )
+
+
 # -- noise -----------------------------------------------------------------------------
 
 
@@ -972,7 +1083,9 @@ def markdown(data: dict[str, Any]) -> str:
         "Streams or NATS JetStream, each through its Python client, "
         "`benchmarks/peers_bench.py`, in the same minutes). ratio: pymq's median over the "
         "peer's (for ms, above 1 = pymq slower); a goal on a ratio is checked on pymq's runs "
-        "over the peer's median. Verdicts go by the median.",
+        "over the peer's median. Verdicts go by the median. The rows that start with HA are the "
+        "replication targets (`benchmarks/ha_bench.py`): each against another setup of the "
+        "same run, or Redis with appendfsync always in the same minutes.",
         "",
     ]
     md += table(
@@ -1042,6 +1155,32 @@ def markdown(data: dict[str, Any]) -> str:
                 "",
                 *table(["producer", "1 broker", "2 brokers", "2 vs 1"], brokers),
             ]
+    if "ha" in data:
+        ha = data["ha"]
+        redis = (
+            f"Redis: redis-server {ha['versions'].get('redis-server', '?')} with appendfsync "
+            "always, 64 threads each with its own connection."
+            if ha_fig(ha, "redis", "durable") is not None
+            else f"Redis appendfsync always: not measured ({ha.get('redis_missing')})."
+        )
+        sizes = ha["sizes"]
+        md += [
+            "",
+            "## Replication: SYNC_MASTER vs ASYNC_MASTER vs no slave (`benchmarks/ha_bench.py`)",
+            "",
+            f"Median of {ha['runs']} run(s) (min-max), measured {ha['date']} (load "
+            f"{ha['load_at_start']} at its start, {ha.get('load_at_end', '?')} at its end). "
+            "Each setup a fresh NameServer and master (and slave) on loopback, pymq's "
+            f"`Producer`, 100 B bodies: {sizes['singles']:,} single sends, "
+            f"{sizes['messages']:,} batched (ASYNC_FLUSH brokers); "
+            f"64 x {sizes['durable_per_producer']:,} durable sends (SYNC_FLUSH brokers). "
+            "The setups alternate within each run; every send measured answered SEND_OK "
+            "(a SYNC_MASTER: once its in-sync slave had the bytes). " + redis,
+            "",
+            *table(HA_HEAD, ha_rows(ha)),
+            "",
+            ha_catchup_text(ha),
+        ]
     for step, title, rows_of, head2 in (
         (
             "server",
@@ -1116,6 +1255,10 @@ def write(results: Path, doc: Path) -> None:
         print(terminal(["limit", "median (min-max)", "how"], limits))
         print()
         print(terminal(["pymq figure", "as rate", "limit", "fraction"], fractions))
+    if "ha" in data:
+        print()
+        print(terminal(HA_HEAD, ha_rows(data["ha"], ranges=False)))
+        print(ha_catchup_text(data["ha"]))
     noisy_rows, counted, _ = noisy(data)
     print(f"\nnoisy (max/min > {NOISY}): {len(noisy_rows)} of {counted} figures; report: {doc}")
 
