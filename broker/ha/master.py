@@ -64,6 +64,10 @@ log = logging.getLogger(__name__)
 HELLO_MAX_BYTES = 64 << 10  # a handshake is small; anything bigger is refused
 WRITE_HIGH_WATER = 8 << 20  # socket buffer the master fills before it waits
 FULL_TRANSFERS_KEPT = 4096  # caught-up points remembered per slave
+SMALL_FRAME = 64 << 10  # a DATA frame up to this size is copied into one write
+# an ASYNC_MASTER tells its slaves a new confirm offset at most this long after it moved
+# (DATA frames carry it too): a BEAT for every acknowledgement cost as much as the data
+ASYNC_BEAT_DELAY_S = 0.002
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,7 @@ class HAService:
         self._meta_version: tuple[Any, ...] | None = None
         self._had_in_sync = False
         self._readable_end = 0  # what readers could see when the limit was last set
+        self._beat_timer: asyncio.TimerHandle | None = None
         # SYNC_MASTER: readers see what the in-sync slaves have (``store.read_limit``);
         # appends wait here, with the CommitLog end when they were made, to wake long
         # polls once they are readable
@@ -141,6 +146,9 @@ class HAService:
         if self._tick is not None:
             self._tick.cancel()
             self._tick = None
+        if self._beat_timer is not None:
+            self._beat_timer.cancel()
+            self._beat_timer = None
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections.values()):
@@ -204,8 +212,11 @@ class HAService:
         self._had_in_sync = bool(acks)
         if confirm != self.confirm_offset:
             self.confirm_offset = confirm
-            for conn in self.connections.values():
-                conn.send_beat()
+            if self.sync:  # before any send it covers is answered, or any reader sees it
+                self._beat_all()
+            elif self._beat_timer is None and self._loop is not None:
+                # nobody waits on it: one BEAT for the acknowledgements of a few ms
+                self._beat_timer = self._loop.call_later(ASYNC_BEAT_DELAY_S, self._beat_all)
         if self.sync:
             self._limit_reads(confirm if acks else None, max_offset)
         if not acks:
@@ -216,6 +227,11 @@ class HAService:
             w = waiters.popleft()
             if not w.future.done():
                 w.future.set_result(PutMessageStatus.PUT_OK)
+
+    def _beat_all(self) -> None:
+        self._beat_timer = None
+        for conn in self.connections.values():
+            conn.send_beat()
 
     def _limit_reads(self, confirm: int | None, max_offset: int) -> None:
         """Readers see what the slaves have confirmed, never less than they saw: with no
@@ -536,8 +552,12 @@ class _SlaveConnection(asyncio.Protocol):
                 log.warning("HA: %d is gone from the CommitLog; dropping slave %s", at, self.name)
                 self.close()
                 return
-            t.write(data_header(at, svc.confirm_offset, epoch, n))
-            t.write(data)
+            header = data_header(at, svc.confirm_offset, epoch, n)
+            if n <= SMALL_FRAME:  # one send(): the usual frame under load is a few KB
+                t.write(header + data)
+            else:
+                t.write(header)
+                t.write(data)
             self.sent_end = at + n
             self.sent_at = svc.clock()
             sent = True

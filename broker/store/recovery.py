@@ -355,7 +355,9 @@ def dispatch_between(
     inside a record, whose bytes may not all be there yet: it waits for a later call).
     Returns where the dispatched records end (the next call's ``start``) and each
     queue that gained entries, with its new max offset."""
-    walker = _LogWalker(store, check_crc=False)
+    # columns sized for the records the span can hold (the smallest is ~90 bytes), not
+    # recovery's 65,536: a slave dispatches a few dozen records at a time
+    walker = _LogWalker(store, check_crc=False, chunk=min(1 << 16, (end - start) // 64 + 16))
     touched: dict[tuple[str, int], int] = {}
     gaps: set[tuple[str, int]] = set()
     report = RecoveryReport(abnormal=False)
