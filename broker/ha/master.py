@@ -119,7 +119,6 @@ class HAService:
         self._tick: asyncio.Task[None] | None = None
         self._meta_version: tuple[Any, ...] | None = None
         self._had_in_sync = False
-        self._readable_end = 0  # what readers could see when the limit was last set
         self._beat_timer: asyncio.TimerHandle | None = None
         # SYNC_MASTER: readers see what the in-sync slaves have (``store.read_limit``);
         # appends wait here, with the CommitLog end when they were made, to wake long
@@ -133,7 +132,7 @@ class HAService:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._loop_thread = threading.get_ident()
-        self.confirm_offset = self._readable_end = self.store.commit_log.max_offset()
+        self.confirm_offset = self.store.commit_log.max_offset()
         self._server = await loop.create_server(lambda: _SlaveConnection(self), sock=sock)
         self._tick = asyncio.create_task(self._ticker(), name="ha-master-tick")
         self.store.arrival_listeners.append(self.notify)
@@ -236,15 +235,15 @@ class HAService:
     def _limit_reads(self, confirm: int | None, max_offset: int) -> None:
         """Readers see what the slaves have confirmed, never less than they saw: with no
         slave in sync, every record (stored, SLAVE_NOT_AVAILABLE); once one is, the
-        limit starts at what was readable then and follows the confirm offset up."""
+        limit starts at the log's end (all of it was readable) and follows the confirm
+        offset up."""
         store = self.store
         if confirm is None:
             store.read_limit = None
         elif store.read_limit is None:
-            store.read_limit = max(confirm, self._readable_end)
+            store.read_limit = max(confirm, max_offset)
         else:
             store.read_limit = max(store.read_limit, confirm)
-        self._readable_end = max_offset if store.read_limit is None else store.read_limit
         self._release_arrivals()
 
     def _finish_waiters(self, status: PutMessageStatus) -> None:
