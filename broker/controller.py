@@ -135,7 +135,7 @@ class BrokerController:
         warm_up_kernels()
         self.topics.start()
         self.offsets.load()
-        report = self.store.start()
+        report = self.store.start(replica=self.replica is not None)
         self.epochs.load()
         if self.replica is not None:
             self.schedule.load()

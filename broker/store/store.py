@@ -112,8 +112,12 @@ class MessageStore:
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def start(self) -> RecoveryReport:
-        """Recover from whatever is on disk, then accept writes."""
+    def start(self, *, replica: bool = False) -> RecoveryReport:
+        """Recover from whatever is on disk, then accept writes.
+
+        ``replica``: a slave's store, written by replication only: its CommitLog is
+        flushed periodically (as with ASYNC_FLUSH) whatever ``flush_disk_type`` says,
+        since no append of its own asks for a flush."""
         for d in (
             self.config.commit_log_dir,
             self.config.consume_queue_dir,
@@ -125,7 +129,7 @@ class MessageStore:
         self.recovery = report
         self.config.abort_path.write_bytes(b"")
         cfg = self.config
-        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH and not replica:
             self._group_commit = GroupCommitService(self.commit_log.flush, on_flush=self._flushed)
             self._group_commit.start()
         else:

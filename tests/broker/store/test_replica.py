@@ -3,6 +3,7 @@ offset, truncated crash-safely."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -218,3 +219,22 @@ def test_a_read_limit_hides_the_records_past_it(
     assert master.get_max_offset_in_queue(TOPIC, 0) == everything
     master.read_limit = None
     assert master.get_max_offset_in_queue(TOPIC, 0) == everything
+
+
+def test_a_replica_store_flushes_its_log_by_itself_even_with_sync_flush(tmp_path: Path) -> None:
+    """No append of a slave's own asks for a flush: its log is flushed periodically."""
+    cfg = StoreConfig(
+        store_dir=tmp_path / "r", flush_disk_type="SYNC_FLUSH", flush_interval_commit_log_ms=20,
+        flush_commit_log_least_pages=0, **SMALL,
+    )  # fmt: skip
+    store = MessageStore(cfg)
+    store.start(replica=True)
+    try:
+        replica = ReplicaLog(store, EpochFile(tmp_path / "r" / "epochs.json"))
+        replica.append(0, b"\x00" * 5000)  # bytes as replicated (not records: not dispatched)
+        deadline = time.monotonic() + 10
+        while store.commit_log.flushed_offset() < 5000:
+            assert time.monotonic() < deadline, "the replica's log was never flushed"
+            time.sleep(0.02)
+    finally:
+        store.shutdown()
