@@ -38,6 +38,15 @@ def fill_master(store: MessageStore, n: int) -> None:
     put_batch(store, [f"batch-{i}".encode() * 30 for i in range(50)], queue_id=1)
 
 
+def replicate(master: MessageStore, replica: ReplicaLog, n: int) -> bytes:
+    """``n`` messages (and a batch) on the master, copied whole to the replica, readable."""
+    fill_master(master, n)
+    data = log_bytes(master)
+    replica.append(0, data)
+    replica.dispatch_to(len(data))
+    return data
+
+
 @pytest.fixture
 def pair(tmp_path: Path) -> tuple[MessageStore, MessageStore, ReplicaLog]:
     master = MessageStore(StoreConfig(store_dir=tmp_path / "m", **SMALL))
@@ -103,10 +112,7 @@ def test_a_slave_restarted_after_replication_recovers_the_same_log(
     tmp_path: Path, pair: tuple[MessageStore, MessageStore, ReplicaLog]
 ) -> None:
     master, slave, replica = pair
-    fill_master(master, 200)
-    data = log_bytes(master)
-    replica.append(0, data)
-    replica.dispatch_to(len(data))
+    data = replicate(master, replica, 200)
     slave.close()  # a crash: no clean shutdown
     again = MessageStore(StoreConfig(store_dir=tmp_path / "s", **SMALL))
     again.start()
@@ -124,10 +130,7 @@ def test_truncation_cuts_log_queues_and_epochs(
     pair: tuple[MessageStore, MessageStore, ReplicaLog],
 ) -> None:
     master, slave, replica = pair
-    fill_master(master, 300)
-    data = log_bytes(master)
-    replica.append(0, data)
-    replica.dispatch_to(len(data))
+    data = replicate(master, replica, 300)
     point = physical_offset(slave, 0, 40)
     epochs = [EpochEntry(1, 0), EpochEntry(3, point)]
     replica.truncate_to(point, epochs, why="test")
@@ -146,10 +149,7 @@ def test_an_interrupted_truncation_finishes_on_the_next_start(
     tmp_path: Path, pair: tuple[MessageStore, MessageStore, ReplicaLog]
 ) -> None:
     master, slave, replica = pair
-    fill_master(master, 300)
-    data = log_bytes(master)
-    replica.append(0, data)
-    replica.dispatch_to(len(data))
+    data = replicate(master, replica, 300)
     cut = physical_offset(master, 2, 10)
     # the marker is written first; a kill -9 right after it leaves the log whole
     save_json(replica.marker, {"offset": cut, "epochs": [[1, 0], [2, cut]]})

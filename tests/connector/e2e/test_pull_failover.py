@@ -17,9 +17,8 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import pytest
@@ -30,8 +29,7 @@ from connector.client.results import PullResult
 from connector.protocol.message import Message, MessageExt, MessageQueue
 from connector.protocol.status import PullStatus, SendStatus
 from connector.server.local import ServerProcess
-
-T = TypeVar("T")
+from tests.broker.server.conftest import wait_until
 
 TOPIC = "PullFailover"
 BROKER = "broker-a"
@@ -46,18 +44,6 @@ NAMESRV_ENV = {
     "PYMQ_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS": "200",
 }
 HTTP = httpx.Client(timeout=10.0)
-
-
-def wait_until(pred: Callable[[], T | None], timeout_s: float, what: str) -> T:
-    """Poll ``pred`` until it returns something truthy, and return that (bounded)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = pred()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what} not met within {timeout_s:.0f} s (last: {result!r})")
-        time.sleep(0.05)
 
 
 def server_env(extra: dict[str, str]) -> dict[str, str]:
@@ -192,13 +178,13 @@ def start_pair(
     wait_until(
         lambda: route_addrs(ns.http_addr) == {"0": master.addr, "1": slave.addr},
         30,
-        "the route lists the master and the slave",
+        what="the route lists the master and the slave",
     )
     sent: dict[int, list[bytes]] = {q: [] for q in range(4)}
     send_messages(ns.addr, SENT, sent, "before")
     counts = [len(sent[q]) for q in range(4)]
     wait_until(
-        lambda: queue_max_offsets(slave.http_addr) == counts, 30, "the slave has every message"
+        lambda: queue_max_offsets(slave.http_addr) == counts, 30, what="the slave has every message"
     )
     return ns, master, slave, sent
 
@@ -236,7 +222,7 @@ def test_reads_move_to_the_slave_when_the_master_dies_and_back_when_it_returns(
         wait_until(
             lambda: any(c._calls for c in consumer.rpc.client.connections()),
             10,
-            "the long poll is in flight",
+            what="the long poll is in flight",
         )
 
         # -- the master dies; the NameServer still lists it --------------------------------
@@ -256,7 +242,7 @@ def test_reads_move_to_the_slave_when_the_master_dies_and_back_when_it_returns(
         wait_until(
             lambda: consumer.pull(mq0, 0, 1).suggest_which_broker_id == 1,
             10,
-            "the slave suggests itself",
+            what="the slave suggests itself",
         )
         assert set(check_everything(consumer, queues, sent)) == {1}
         # every other read goes to the slave too
@@ -273,7 +259,9 @@ def test_reads_move_to_the_slave_when_the_master_dies_and_back_when_it_returns(
         assert res.suggest_which_broker_id == 1
 
         # -- the NameServer drops the master: its queues are still read, on the slave ------
-        wait_until(lambda: route_addrs(ns.http_addr) == {"1": slave.addr}, 30, "the master expired")
+        wait_until(
+            lambda: route_addrs(ns.http_addr) == {"1": slave.addr}, 30, what="the master expired"
+        )
         assert consumer.fetch_queues(TOPIC) == queues
         assert set(check_everything(consumer, queues, sent)) == {1}
 
@@ -282,14 +270,14 @@ def test_reads_move_to_the_slave_when_the_master_dies_and_back_when_it_returns(
         wait_until(
             lambda: route_addrs(ns.http_addr) == {"0": master.addr, "1": slave.addr},
             30,
-            "the route lists the restarted master",
+            what="the route lists the restarted master",
         )
 
         def back_on_master() -> bool:
             consumer.pull(mq0, 0, 1)  # the slave's answer says "0" once it has the master
             return consumer.read_addr(mq0) == master.addr
 
-        wait_until(back_on_master, 30, "reads back on the master")
+        wait_until(back_on_master, 30, what="reads back on the master")
         send_messages(ns.addr, 40, sent, "after")
         assert set(check_everything(consumer, queues, sent)) == {0}
         assert all(consumer.read_addr(mq) == master.addr for mq in queues)
