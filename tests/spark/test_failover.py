@@ -27,19 +27,34 @@ def wait_until(pred: Any, timeout_s: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def create_topic(cluster: LocalCluster, topic: str) -> None:
+    """``topic`` (2 queues) on both masters."""
+    for name in ("broker-a", "broker-b"):
+        r = httpx.put(
+            f"http://{cluster.broker(name).http_addr}/topics/{topic}",
+            json={"read_queue_nums": 2, "write_queue_nums": 2, "perm": 6},
+            timeout=10,
+        )
+        assert r.status_code == 200, r.text
+
+
+def queue_ends(cluster: LocalCluster, topic: str) -> dict[tuple[str, int], int]:
+    """Each queue's end, from its master: (broker name, queue id) -> max offset."""
+    out = {}
+    for name in ("broker-a", "broker-b"):
+        r = httpx.get(f"http://{cluster.broker(name).http_addr}/topics/{topic}", timeout=10)
+        for q in r.json()["queues"]:
+            out[(name, q["queue_id"])] = q["max_offset"]
+    return out
+
+
 @pytest.fixture(scope="module")
 def ha_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """Two SYNC_MASTERs with a slave each."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
     env.update(PYMQ_REGISTER_NAME_SERVER_PERIOD_MS="500", PYMQ_BROKER_ROLE="SYNC_MASTER")
     with LocalCluster(tmp_path_factory.mktemp("ha"), brokers=2, slaves=1, env=env) as c:
-        for name in ("broker-a", "broker-b"):
-            r = httpx.put(
-                f"http://{c.broker(name).http_addr}/topics/{TOPIC}",
-                json={"read_queue_nums": 2, "write_queue_nums": 2, "perm": 6},
-                timeout=10,
-            )
-            assert r.status_code == 200, r.text
+        create_topic(c, TOPIC)
 
         def in_sync() -> bool:
             for name in ("broker-a", "broker-b"):
@@ -82,7 +97,7 @@ def test_a_stream_reads_on_through_a_masters_death_without_gap_or_repeat(
         .load()
     )
     query = (
-        stream.select("body")
+        stream.select("brokerName", "queueId", "queueOffset", "body")
         .writeStream.format("memory")
         .queryName("failover_rows")
         .option("checkpointLocation", str(tmp_path / "ck"))
@@ -97,6 +112,10 @@ def test_a_stream_reads_on_through_a_masters_death_without_gap_or_repeat(
             got = spark.sql("select body from failover_rows").collect()
             return Counter(bytes(r.body) for r in got)
 
+        def positions() -> Counter[tuple[str, int, int]]:
+            got = spark.sql("select brokerName, queueId, queueOffset from failover_rows")
+            return Counter((r.brokerName, r.queueId, r.queueOffset) for r in got.collect())
+
         wait_until(lambda: len(rows()) > 200, 60, "rows before the kill")
         ha_cluster.broker("broker-a").kill()  # broker-a's queues: read from its slave now
         killed_at = len(stored)
@@ -110,11 +129,17 @@ def test_a_stream_reads_on_through_a_masters_death_without_gap_or_repeat(
         stop.set()
         sender.join(30)
     try:
-        expected = Counter(stored)
-        wait_until(lambda: set(expected) <= set(rows()), 90, "every stored row in the stream")
-        got = rows()
-        assert not [b for b, n in got.items() if n > 1], "rows repeated"
-        assert set(got) == set(expected), "rows the stream invented or lost"
+
+        def every() -> set[tuple[str, int, int]]:
+            ends = queue_ends(ha_cluster, TOPIC)
+            return {(b, q, o) for (b, q), end in ends.items() for o in range(end)}
+
+        # no gap: each message of each queue (a send the producer retried elsewhere after
+        # a broken connection may be stored twice: two messages, each read once)
+        wait_until(lambda: set(positions()) == every(), 90, "every stored message read")
+        got = positions()
+        assert not [k for k, n in got.items() if n > 1], "messages read twice"
+        assert set(stored) <= set(rows()), "a send answered as stored is missing"
         assert query.exception() is None
     finally:
         query.stop()
@@ -125,13 +150,7 @@ def test_batch_reads_of_both_sources_while_a_master_is_down(
 ) -> None:
     ns = ha_cluster.namesrv_addr
     topic = "FailoverBatch"
-    for name in ("broker-a", "broker-b"):
-        r = httpx.put(
-            f"http://{ha_cluster.broker(name).http_addr}/topics/{topic}",
-            json={"read_queue_nums": 2, "write_queue_nums": 2, "perm": 6},
-            timeout=10,
-        )
-        assert r.status_code == 200, r.text
+    create_topic(ha_cluster, topic)
     sent: list[bytes] = []
     with Producer(group="fo-batch", namesrv=ns) as producer:
 
