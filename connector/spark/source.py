@@ -8,6 +8,7 @@ same rows. Offsets that retention already removed are a clear error with
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -35,6 +36,10 @@ from connector.spark.queues import pick_offset
 __all__ = ["PyMQBatchReader", "PyMQDataSource", "QueueRange", "pick_offset"]
 
 log = logging.getLogger(__name__)
+# a reader whose pull finds less than its range (a broker's slave, behind the node the
+# range was planned on) waits this long for the rest, in long polls of REPLICA_POLL_MS
+REPLICA_WAIT_S = 15.0
+REPLICA_POLL_MS = 1000
 
 
 @dataclass
@@ -166,6 +171,8 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
     mq = MessageQueue(part.topic, part.broker_name, part.queue_id)
     wanted = parse_tags(opts.tags)
     offset = part.start
+    wait_ms = 0  # a long poll, while a replica lacks what the plan saw (below)
+    give_up = 0.0
     # the process's cached consumer: the next task (and micro-batch) reuses its connections
     with pull_consumer(
         namesrv=opts.namesrv, group=opts.consumer_group or "pymq-spark-reader"
@@ -174,9 +181,11 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
             want = min(opts.pull_batch_size, part.end - offset)
             # the next page is asked for ahead only if it is a whole one of this range
             # (a shorter last page is another request: a page read ahead would be wasted)
-            ahead = part.end - offset >= 2 * want
+            ahead = part.end - offset >= 2 * want and not wait_ms
             try:
-                res = consumer.pull_records(mq, offset, want, tags=opts.tags, read_ahead=ahead)
+                res = consumer.pull_records(
+                    mq, offset, want, tags=opts.tags, read_ahead=ahead, wait_ms=wait_ms
+                )
             except RemotingError as exc:
                 if isinstance(exc, RemotingTimeoutError):
                     raise
@@ -186,7 +195,24 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
                 # once, the route is refreshed, and a pull (it changes nothing) on a new
                 # connection can succeed
                 log.info("pulling %s at %d again after: %s", mq, offset, exc)
-                res = consumer.pull_records(mq, offset, want, tags=opts.tags, read_ahead=ahead)
+                res = consumer.pull_records(
+                    mq, offset, want, tags=opts.tags, read_ahead=ahead, wait_ms=wait_ms
+                )
+            behind = res.status is PullStatus.NO_NEW_MSG or (
+                res.status is PullStatus.OFFSET_ILLEGAL and offset > res.max_offset
+            )
+            if behind:
+                # the range was planned on one node of the broker and this pull went to
+                # another that has less yet: a slave read while its master is down, or one
+                # catching up after its master's restart. Wait for it (long polls, woken as
+                # it gets the records), at most REPLICA_WAIT_S, before calling them lost.
+                now = time.monotonic()
+                if not wait_ms:
+                    give_up = now + REPLICA_WAIT_S
+                if now < give_up:
+                    wait_ms = REPLICA_POLL_MS
+                    continue
+            wait_ms = 0
             if res.status is PullStatus.OFFSET_ILLEGAL:
                 if res.min_offset > offset:  # retention removed what this range needs
                     lost = f"offsets {offset}..{res.min_offset - 1} of {mq} were deleted"
