@@ -87,10 +87,8 @@ class HAClient:
         self.confirm_offset = 0
         self.master_max_offset = 0
         self.heard_at: float | None = None
-        self.sessions = 0
         self.last_error = ""
         self._task: asyncio.Task[None] | None = None
-        self._writer: asyncio.StreamWriter | None = None
         self._dispatch_timer: asyncio.TimerHandle | None = None
 
     async def start(self) -> None:
@@ -136,7 +134,6 @@ class HAClient:
                     log.exception("HA: replication from %s failed", addr)
                 finally:
                     self.connected = False
-                    self._writer = None
             await asyncio.sleep(RETRY_S)
 
     async def _session(self, addr: str) -> None:
@@ -166,8 +163,6 @@ class HAClient:
             self.connected = True
             self.master_addr = addr
             self.heard_at = self.clock()
-            self.sessions += 1
-            self._writer = writer
             log.info(
                 "HA: replicating %s from %s at %d (this log was at %d)",
                 self.config.broker_name, addr, start, have,
