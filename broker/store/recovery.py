@@ -134,6 +134,17 @@ def _fallback_start(store: MessageStore) -> int:
     return mf.file_from_offset
 
 
+def _replica_limit(store: MessageStore, checkpoint: Checkpoint | None) -> int:
+    """Where a slave's readers stopped before this start: its last dispatch (which the
+    checkpoint records, ~1 s late after a crash) or the newest record a ConsumeQueue
+    points at, whichever is later. A slave dispatches only what its master confirmed."""
+    newest = _newest_entry(store)
+    return max(
+        checkpoint.logic_offset if checkpoint is not None else 0,
+        newest[0] + newest[1] if newest is not None else 0,
+    )
+
+
 def _check_tail(store: MessageStore, end: int) -> int:
     """After a clean stop: where the valid log really ends, at most ``end`` (the checkpoint's).
 
@@ -414,7 +425,17 @@ def _rebuild_queues(
         log.error("rebuild stopped at %d: %s", walker.end, walker.reason)
 
 
-def recover(store: MessageStore) -> RecoveryReport:
+def recover(store: MessageStore, *, replica: bool = False) -> RecoveryReport:
+    """Bring the log, the ConsumeQueues and the index back to one consistent state.
+
+    The log is scanned from where the checkpoint says everything was durable
+    (or checked only at its tail after a clean stop) and cut at the first
+    damaged record; queues and index get the entries of the records scanned.
+    ``replica``: a slave's store, whose readers saw only what its master had
+    confirmed: the scan still checks the whole log (the master goes on from its
+    end), but only what was readable before (``_replica_limit``) is dispatched;
+    the rest waits for the master to confirm it again.
+    """
     cfg = store.config
     started = time.monotonic()
     report = RecoveryReport(abnormal=cfg.abort_path.exists())
@@ -453,11 +474,20 @@ def recover(store: MessageStore) -> RecoveryReport:
     )
 
     report.scanned_from = start
+    # a slave dispatches only what its readers could see before: the rest, unconfirmed,
+    # could yet be truncated away when it meets its master
+    limit = max(start, _replica_limit(store, checkpoint)) if replica else None
     gaps = _lost_queues(store, checkpoint)  # rebuilt whole below, not patched by the scan
     rebuild |= gaps
     walker = _LogWalker(store, check_crc=cfg.check_crc_on_recover)
     cache: dict[bytes, str | None] = {}
-    for chunk in walker.walk(start):
+    for walked in walker.walk(start):
+        chunk = walked
+        if limit is not None:
+            whole = int(np.searchsorted(walked.offsets + walked.sizes, limit, side="right"))
+            if not whole:
+                continue  # scanned, not dispatched
+            chunk = _head(walked, whole)
         _dispatch(store, chunk, index_from=index_from, gaps=gaps, report=report, cache=cache)
     end = walker.end
     report.records_scanned = walker.records
@@ -488,12 +518,13 @@ def recover(store: MessageStore) -> RecoveryReport:
     for f in segments.files:
         f.wrote_position = f.flushed_position = min(f.file_size, max(0, end - f.file_from_offset))
 
+    dispatched = end if limit is None else min(end, limit)
     for queues in store.queues.values():
         for cq in queues.values():
-            report.consume_queue_entries_dropped += cq.truncate_dirty(end)
+            report.consume_queue_entries_dropped += cq.truncate_dirty(dispatched)
     rebuild |= gaps  # the scan may have found more
     if rebuild:
-        _rebuild_queues(store, rebuild, end, report)
+        _rebuild_queues(store, rebuild, dispatched, report)
     min_offset = segments.min_offset()
     for queues in store.queues.values():
         for cq in queues.values():
@@ -509,7 +540,12 @@ def recover(store: MessageStore) -> RecoveryReport:
         store.index.files.append(
             IndexFile(cfg.index_dir / file_name(end), store.index.slot_num, store.index.index_num)
         )
-    store.dispatched_offset = end
+    store.dispatched_offset = dispatched
+    if dispatched < end:
+        log.info(
+            "recovery: %d bytes past %d wait for the master to confirm them", end - dispatched,
+            dispatched,
+        )  # fmt: skip
     newest = _newest_entry(store)
     if newest is not None:  # keep store time monotonic across restarts (timestamp search)
         raw = store.commit_log.read(newest[0] + OFF_STORETIMESTAMP, 8)

@@ -117,7 +117,8 @@ class MessageStore:
 
         ``replica``: a slave's store, written by replication only: its CommitLog is
         flushed periodically (as with ASYNC_FLUSH) whatever ``flush_disk_type`` says,
-        since no append of its own asks for a flush."""
+        since no append of its own asks for a flush, and recovery makes readable only
+        what was readable before (what the master had confirmed)."""
         for d in (
             self.config.commit_log_dir,
             self.config.consume_queue_dir,
@@ -125,7 +126,7 @@ class MessageStore:
             self.config.config_dir,
         ):
             d.mkdir(parents=True, exist_ok=True)
-        report = recover(self)
+        report = recover(self, replica=replica)
         self.recovery = report
         self.config.abort_path.write_bytes(b"")
         cfg = self.config
@@ -790,15 +791,18 @@ class MessageStore:
     def query_message(
         self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0, end_ms: int | None = None
     ) -> list[MessageExt]:
-        """Messages of ``topic`` whose KEYS or UNIQ_KEY is ``key``, newest first."""
+        """Messages of ``topic`` whose KEYS or UNIQ_KEY is ``key``, newest first (those
+        readers may see: ending at or below ``read_limit``)."""
         end = end_ms if end_ms is not None else int(self.clock() * 1000) + 60_000
         out: list[MessageExt] = []
         max_phys = self.commit_log.max_offset()
+        if self.read_limit is not None:
+            max_phys = min(max_phys, self.read_limit)
         for phys in self.index.lookup(topic, key, max_num * 2, begin_ms, end):
             if phys >= max_phys:
                 continue
             msg = self.look_message_by_offset(phys)
-            if msg is None or msg.topic != topic:
+            if msg is None or msg.topic != topic or phys + msg.store_size > max_phys:
                 continue
             if key in msg.keys or msg.properties.get("UNIQ_KEY") == key:
                 out.append(msg)

@@ -238,3 +238,53 @@ def test_a_replica_store_flushes_its_log_by_itself_even_with_sync_flush(tmp_path
             time.sleep(0.02)
     finally:
         store.shutdown()
+
+
+@pytest.mark.parametrize("crash", [True, False], ids=["kill", "clean-stop"])
+def test_a_restarted_slave_serves_only_what_was_confirmed_before(
+    tmp_path: Path, pair: tuple[MessageStore, MessageStore, ReplicaLog], crash: bool
+) -> None:
+    """The unconfirmed tail stays in the log (the master goes on from its end) but is not
+    readable until the master confirms it: a diverged tail is truncated before anyone
+    saw it."""
+    master, slave, replica = pair
+    fill_master(master, 300)
+    data = log_bytes(master)
+    replica.append(0, data)
+    confirm = physical_offset(master, 0, 40)  # queue 0's 41st record starts here
+    replica.dispatch_to(confirm)
+    seen = {qid: slave.get_max_offset_in_queue(TOPIC, qid) for qid in range(3)}
+    assert seen[0] == 40
+    if crash:
+        slave.close()
+    else:
+        slave.shutdown()
+    again = MessageStore(StoreConfig(store_dir=tmp_path / "s", **SMALL))
+    again.start(replica=True)
+    try:
+        assert again.commit_log.max_offset() == len(data)  # the tail is kept
+        assert again.dispatched_offset == slave.dispatched_offset
+        assert {qid: again.get_max_offset_in_queue(TOPIC, qid) for qid in range(3)} == seen
+        assert again.query_message(TOPIC, "k299") == []  # not indexed either
+        ReplicaLog(again, EpochFile(tmp_path / "s" / "epochs.json")).dispatch_to(len(data))
+        for qid in range(3):
+            assert again.get_max_offset_in_queue(TOPIC, qid) == master.get_max_offset_in_queue(
+                TOPIC, qid
+            )
+        assert [m.body for m in again.query_message(TOPIC, "k299")] == [
+            m.body for m in master.query_message(TOPIC, "k299")
+        ]
+    finally:
+        again.shutdown()
+
+
+def test_a_read_limit_hides_keyed_lookups_past_it(
+    pair: tuple[MessageStore, MessageStore, ReplicaLog],
+) -> None:
+    master, _, _ = pair
+    fill_master(master, 50)
+    master.read_limit = physical_offset(master, 0, 10)  # queue 0's 11th record: k30
+    assert master.query_message(TOPIC, "k29") != []
+    assert master.query_message(TOPIC, "k30") == []
+    master.read_limit = None
+    assert master.query_message(TOPIC, "k30") != []
