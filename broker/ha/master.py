@@ -117,7 +117,7 @@ class HAService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._tick: asyncio.Task[None] | None = None
-        self._meta_version: tuple[Any, ...] | None = None
+        self._meta_version: tuple[Any, ...] = (None,)  # of the metadata last sent
         self._had_in_sync = False
         self._beat_timer: asyncio.TimerHandle | None = None
         # SYNC_MASTER: readers see what the in-sync slaves have (``store.read_limit``);
@@ -168,6 +168,8 @@ class HAService:
             self._loop.call_soon_threadsafe(self._arrived, topic, queue_id, offset)
 
     def _arrived(self, topic: str, queue_id: int, offset: int) -> None:
+        if self.metadata.topics.table.data_version != self._meta_version[0]:
+            self._send_metadata()  # a topic made since: its config goes before its records
         for conn in list(self.connections.values()):
             conn.pump()
         if self.store.read_limit is None:
@@ -176,6 +178,12 @@ class HAService:
         else:
             end = self.store.commit_log.max_offset()  # at or past the arrival's record
             self._unreadable.append((end, topic, queue_id, offset))
+
+    def _send_metadata(self) -> None:
+        self._meta_version = self.metadata.version()
+        payload = json_frame(Frame.META, self.metadata.snapshot())
+        for conn in self.connections.values():
+            conn.send_raw(payload)
 
     def _release_arrivals(self) -> None:
         limit = self.store.read_limit
@@ -292,12 +300,8 @@ class HAService:
                         conn.close()
                     elif now - conn.sent_at >= beat_s:
                         conn.send_beat()
-                version = self.metadata.version()
-                if version != self._meta_version:
-                    self._meta_version = version
-                    payload = json_frame(Frame.META, self.metadata.snapshot())
-                    for conn in self.connections.values():
-                        conn.send_raw(payload)
+                if self.metadata.version() != self._meta_version:
+                    self._send_metadata()
                 self.update_confirm()
                 self._expire_waiters()
             except Exception:  # keep ticking; the defect is logged

@@ -165,6 +165,11 @@ def test_sync_master_answers_slave_not_available_without_a_slave(
     sent = send(m.http_addr, TOPIC, b"on both", queue_id=1)
     bodies = [m_.body for m_ in pull_all_records(s.http_addr, TOPIC, 1)]
     assert b"on both" in bodies, sent
+    # a topic made just now: its config reached the slave before its first record (a
+    # slave that took over at once serves it), not only at the next metadata tick
+    create_topic(m.http_addr, "HaFresh")
+    send(m.http_addr, "HaFresh", b"first")
+    assert queue_max(s.http_addr, "HaFresh") is not None
     # the slave leaves: the next sends are stored, not replicated
     s.kill()
     wait_until(
