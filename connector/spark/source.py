@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 # range was planned on) waits this long for the rest, in long polls of REPLICA_POLL_MS
 REPLICA_WAIT_S = 15.0
 REPLICA_POLL_MS = 1000
+REPLICA_RETRY_S = 0.1  # ... or every this often while its queue ends before the read's offset
 
 
 @dataclass
@@ -211,6 +212,9 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
                     give_up = now + REPLICA_WAIT_S
                 if now < give_up:
                     wait_ms = REPLICA_POLL_MS
+                    if res.status is PullStatus.OFFSET_ILLEGAL:
+                        # past a queue's end a broker answers at once, holding nothing
+                        time.sleep(REPLICA_RETRY_S)
                     continue
             wait_ms = 0
             if res.status is PullStatus.OFFSET_ILLEGAL:

@@ -12,14 +12,23 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * page, the next page asked for
  * before the current one is decoded (the broker serves it meanwhile), on a connection kept by
  * the executor ({@link Pool}). A kept connection that fails (its broker restarted) is replaced
- * once and the page asked for again: a pull changes nothing.
+ * once and the page asked for again: a pull changes nothing. A broker's master that does not
+ * answer is left for its slave (the range's next address); a node short of the range is waited
+ * for (long polls, up to {@code REPLICA_WAIT_MS}).
  */
 final class RangeReader implements PartitionReader<ColumnarBatch> {
   static final int PULL_MESSAGE = 11;
   static final int PULL_NOT_FOUND = 19;
   static final int PULL_RETRY_IMMEDIATELY = 20;
   static final int PULL_OFFSET_MOVED = 21;
+  private static final int FLAG_SUSPEND = 0x2; // PullSysFlag: the broker may hold the pull
   private static final int FLAG_SUBSCRIPTION = 0x4; // PullSysFlag: the request carries one
+  // a broker's node short of the range (a slave behind the node the range was planned on) is
+  // waited for this long, in long polls of REPLICA_POLL_MS, before the range is called lost
+  static final long REPLICA_WAIT_MS = 15_000;
+  static final int REPLICA_POLL_MS = 1000;
+  // past a queue's end a broker answers at once instead of holding the pull: the next asks later
+  static final long REPLICA_RETRY_MS = 100;
   // a page is never held by the broker (no suspend bit); this bounds a broker that stops answering
   static final int READ_TIMEOUT_MS = 30_000;
 
@@ -33,6 +42,8 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   private int ahead = -1; // opaque of the page asked for ahead, -1 when none
   private long aheadOffset;
   private ColumnarBatch page;
+  private int waitMs; // the hold of the next pull: 0, or REPLICA_POLL_MS while the node is short
+  private long giveUpAt; // System.nanoTime() past which a short node is no longer waited for
 
   RangeReader(QueueRange range, ReadOptions opts, StructType schema) {
     this.range = range;
@@ -65,9 +76,9 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     ext.put("queueId", Integer.toString(range.queueId));
     ext.put("queueOffset", Long.toString(from));
     ext.put("maxMsgNums", Long.toString(Math.min(opts.pullBatchSize, range.end - from)));
-    ext.put("sysFlag", Integer.toString(FLAG_SUBSCRIPTION));
+    ext.put("sysFlag", Integer.toString(FLAG_SUBSCRIPTION | (waitMs > 0 ? FLAG_SUSPEND : 0)));
     ext.put("commitOffset", "0");
-    ext.put("suspendTimeoutMillis", "0");
+    ext.put("suspendTimeoutMillis", Integer.toString(waitMs));
     ext.put("subscription", opts.tags == null ? "*" : opts.tags);
     ext.put("subVersion", "0");
     ext.put("expressionType", "TAG");
@@ -94,6 +105,11 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
         replaced = false;
       }
     }
+    boolean pastEnd = r.code == PULL_OFFSET_MOVED && offset > r.number("maxOffset");
+    if ((r.code == PULL_NOT_FOUND || pastEnd) && shortNodeWaited(pastEnd)) {
+      return; // no page: next() asks again
+    }
+    waitMs = 0;
     if (r.code == PULL_OFFSET_MOVED) {
       long min = r.number("minOffset");
       if (min > offset) { // retention removed what this range needs
@@ -121,6 +137,32 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     }
     page = r.code == 0 ? columns.fill(r.body, range.end) : null;
     offset = nextBegin;
+  }
+
+  /**
+   * The node read has less than the range, which was planned on another node of the broker (a
+   * slave read while its master is down, behind it by what it had not got yet): whether to ask
+   * again, holding the next pull (the broker answers as soon as the queue grows), for at most
+   * {@code REPLICA_WAIT_MS} before the range is called lost.
+   */
+  private boolean shortNodeWaited(boolean pastEnd) throws IOException {
+    long now = System.nanoTime();
+    if (waitMs == 0) {
+      giveUpAt = now + REPLICA_WAIT_MS * 1_000_000L;
+    }
+    if (now - giveUpAt >= 0) {
+      return false;
+    }
+    waitMs = REPLICA_POLL_MS;
+    if (pastEnd) {
+      try {
+        Thread.sleep(REPLICA_RETRY_MS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IOException("interrupted waiting for " + range.name(), e);
+      }
+    }
+    return true;
   }
 
   /** A pull at {@code offset} from the broker at {@code range.addrs[at]}. */
