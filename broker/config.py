@@ -110,6 +110,10 @@ class BrokerConfig:
     ha_transfer_batch_bytes: int = 1 << 20
     # how often the master looks for changed topics, offsets and delay progress to send
     ha_metadata_interval_ms: int = 200
+    # -- transactional messages (broker/transaction.py)
+    transaction_timeout_ms: int = 6_000  # a half undecided this long is checked back
+    transaction_check_interval_ms: int = 30_000  # between check passes
+    transaction_check_max: int = 15  # check-backs of one half before it is rolled back
     log_level: str = "warning"
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -156,7 +160,10 @@ class BrokerConfig:
                 raise ConfigError("ha_master_address must be host:port")
         if self.broker_permission not in (0, 2, 4, 6):
             raise ConfigError("broker_permission must be 0, 2 (write), 4 (read) or 6")
-        for name in ("register_name_server_period_ms", "register_timeout_ms", "max_pull_nums"):
+        for name in (
+            "register_name_server_period_ms", "register_timeout_ms", "max_pull_nums",
+            "transaction_timeout_ms", "transaction_check_interval_ms",
+        ):  # fmt: skip
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
         if not 1 <= self.default_topic_queue_nums <= 1024:
@@ -165,6 +172,8 @@ class BrokerConfig:
             raise ConfigError(f"busy_poll_us must be in 0..{MAX_BUSY_POLL_US}")
         if self.max_reconsume_times < 0:
             raise ConfigError("max_reconsume_times must be >= 0")
+        if self.transaction_check_max < 0:
+            raise ConfigError("transaction_check_max must be >= 0")
         parse_delay_levels(self.message_delay_level)
         if self.advertised_addr is not None:
             host, sep, port = self.advertised_addr.rpartition(":")

@@ -41,6 +41,7 @@ from broker.store.store import MessageStore
 from broker.store.topics import TopicConfigTable
 from broker.store.warmup import warm_up_kernels
 from broker.topic_manager import TopicManager
+from broker.transaction import TransactionService
 from connector.protocol.rest import TopicConfigBody, TopicStatus
 from connector.protocol.route import RegisterBrokerRequest, UnregisterBrokerRequest
 
@@ -69,6 +70,8 @@ class BrokerController:
         )
         self.offsets = ConsumerOffsetTable(cfg_dir / "consumerOffset.json")
         self.schedule = ScheduleMessageService(self.store, config.delay_levels_ms, clock=clock)
+        self.transactions = TransactionService(self.store, config, clock=clock)
+        self.loop: asyncio.AbstractEventLoop | None = None  # the event loop, once started
         self.epochs = EpochFile(store_config.store_dir / "epochs.json")
         self.ha_metadata = HAMetadata(self.topics, self.offsets, self.schedule)
         self.ha: HAService | None = None  # a master's
@@ -110,7 +113,7 @@ class BrokerController:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self.loop = asyncio.get_running_loop()
         self.hold = PullRequestHoldService(loop)
         self.recovery = await asyncio.to_thread(self._start_store)
         if self.ha is not None and self.ha.sync and self._ha_socket is not None:
@@ -119,6 +122,7 @@ class BrokerController:
             self.store.arrival_listeners.append(self.hold.notify)
         if self.ha is not None:
             self.schedule.start()
+            await asyncio.to_thread(self.transactions.start)
             if self._ha_socket is not None:
                 await self.ha.start(self._ha_socket)
         await self.registrar.start()
@@ -166,6 +170,8 @@ class BrokerController:
 
     def _stop_store(self) -> None:
         self.schedule.stop()
+        if self.ha is not None:
+            self.transactions.stop()
         self.offsets.persist()
         if self.replica is not None:
             self.schedule.persist()  # the master's progress, as last received

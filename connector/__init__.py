@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from connector.client.latency import MQFaultStrategy
     from connector.client.producer import Producer
     from connector.client.results import PullResult, SendContext, SendMessageHook, SendResult
+    from connector.client.transaction import (
+        LocalTransactionState,
+        TransactionProducer,
+        TransactionSendResult,
+    )
     from connector.errors import PyMQError
     from connector.protocol import Message, MessageExt, MessageQueue
     from connector.protocol.status import PullStatus, SendStatus
@@ -37,6 +42,9 @@ _WHERE = {
     "SendContext": "connector.client.results",
     "SendMessageHook": "connector.client.results",
     "SendResult": "connector.client.results",
+    "LocalTransactionState": "connector.client.transaction",
+    "TransactionProducer": "connector.client.transaction",
+    "TransactionSendResult": "connector.client.transaction",
     "PyMQError": "connector.errors",
     "Message": "connector.protocol",
     "MessageExt": "connector.protocol",
@@ -47,6 +55,7 @@ _WHERE = {
 
 __all__ = [
     "Admin",
+    "LocalTransactionState",
     "MQFaultStrategy",
     "Message",
     "MessageExt",
@@ -60,6 +69,8 @@ __all__ = [
     "SendMessageHook",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
     "__version__",
 ]
 

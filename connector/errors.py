@@ -60,6 +60,7 @@ __all__ = [
     "ServiceNotAvailableError",
     "StoreError",
     "TopicNotExistError",
+    "TransactionDecidedError",
     "UnsupportedMediaTypeError",
     "error_for_code",
 ]
@@ -146,6 +147,14 @@ class UnsupportedMediaTypeError(ClientError):
 class NotFoundError(PyMQError):
     code = "NOT_FOUND"
     http_status = 404
+
+
+class TransactionDecidedError(ClientError):
+    """An END_TRANSACTION that contradicts the decision taken on that half already
+    (a commit after a rollback, or the other way round). ``decision``: the one taken."""
+
+    code = "TRANSACTION_ALREADY_DECIDED"
+    http_status = 409
 
 
 class MessageNotExistError(NotFoundError):

@@ -23,7 +23,7 @@ from broker.store.config import FlushDiskType
 from broker.store.inner import BatchInner, MessageInner, index_keys
 from broker.store.results import PutMessageResult, PutMessageStatus
 from broker.store.store import MessageStore
-from broker.store.topics import PERM_WRITE, TopicConfig
+from broker.store.topics import PERM_READ, PERM_WRITE, TopicConfig
 from broker.topic_manager import TopicManager
 from connector.errors import (
     BrokerBusyError,
@@ -48,6 +48,7 @@ from connector.protocol.names import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
+    TRANS_HALF_TOPIC,
     is_system_topic,
     validate_group,
     validate_key,
@@ -82,6 +83,7 @@ class Routed:
     inner: MessageInner
     new_topics: list[TopicConfig]
     msg_id: str = ""  # the UNIQ_KEY
+    real_queue_id: int = -1  # a half's: the queue it goes to once committed
 
 
 @dataclass(slots=True)
@@ -96,6 +98,7 @@ class SendOutcome:
     count: int = 1
     pending: asyncio.Future[PutMessageResult] | None = None
     new_topics: list[TopicConfig] = field(default_factory=list)
+    transaction_id: str = ""  # a half's (its UNIQ_KEY)
 
     def settle(self, put: PutMessageResult, topics: TopicManager) -> PutMessageResult:
         """Take a pending append's result: raise if it was refused, else create the
@@ -272,12 +275,14 @@ class SendMessageProcessor:
         internal: bool = False,
         retry_rule: bool = True,
         encoded: bytes | None = None,
+        half_group: str | None = None,
     ) -> Routed:
         """msgCheck, then the retry/DLQ and delay rules; the result is ready to append.
 
         ``retry_rule=False``: the caller (send-back) already chose retry or DLQ.
         ``encoded``: ``props`` as the producer encoded them, stored as they are
-        unless a rule changes them.
+        unless a rule changes them. ``half_group``: a transactional send of that
+        producer group: stored as a half (``broker/transaction.py``), no delay.
         """
         new_topics: list[TopicConfig] = []
         _, queue_id = self.check(topic, queue_id, internal=internal, new_topics=new_topics)
@@ -292,6 +297,19 @@ class SendMessageProcessor:
                 topic, queue_id = dlq.topic, 0
                 props.pop(P.DELAY_TIME_LEVEL, None)
                 encoded = None
+        real_queue_id = -1
+        if half_group is not None:
+            real_queue_id = queue_id
+            validate_group(half_group)
+            props.pop(P.DELAY_TIME_LEVEL, None)  # as RocketMQ: a transaction is not delayed
+            props[P.REAL_TOPIC] = topic
+            props[P.REAL_QUEUE_ID] = str(queue_id)
+            props[P.TRANSACTION_PREPARED] = "true"
+            props[P.PRODUCER_GROUP] = half_group
+            topic, queue_id, encoded = TRANS_HALF_TOPIC, 0, None
+            sys_flag &= ~(SysFlag.TRANSACTION_PREPARED | SysFlag.TRANSACTION_COMMIT)
+            if self.topics.get(TRANS_HALF_TOPIC) is None:
+                new_topics.append(TopicConfig(TRANS_HALF_TOPIC, 1, 1, PERM_READ | PERM_WRITE))
         level = self._delay_level(props)
         if level and not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
             props[P.REAL_TOPIC] = topic
@@ -314,7 +332,7 @@ class SendMessageProcessor:
             born_host=born_host,
             reconsume_times=reconsume_times,
         )
-        return Routed(inner, new_topics, props.get(P.UNIQ_KEY, ""))
+        return Routed(inner, new_topics, props.get(P.UNIQ_KEY, ""), real_queue_id)
 
     def _max_reconsume(self, props: dict[str, str]) -> int:
         raw = props.get(P.MAX_RECONSUME_TIMES)

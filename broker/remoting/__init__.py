@@ -12,6 +12,7 @@ from broker.remoting.admin import AdminHandlers
 from broker.remoting.clients import ClientHandlers
 from broker.remoting.pull import PullHandlers
 from broker.remoting.send import SendHandlers
+from broker.remoting.transaction import TransactionHandlers
 from connector.protocol.remoting import RequestCode as C
 from connector.server.remoting import Channel, RemotingServer
 
@@ -28,6 +29,9 @@ def remoting_server(ctrl: BrokerController) -> RemotingServer:
     for code in (C.SEND_MESSAGE, C.SEND_MESSAGE_V2, C.SEND_BATCH_MESSAGE):
         server.register(code, send.send)
     server.register(C.CONSUMER_SEND_MSG_BACK, send.send_back)
+    transactions = TransactionHandlers(ctrl)
+    server.register(C.END_TRANSACTION, transactions.end)
+    ctrl.transactions.ask = transactions.ask
     server.register(C.PULL_MESSAGE, pull.pull)
     server.register(C.LITE_PULL_MESSAGE, pull.pull)
     server.register(C.QUERY_CONSUMER_OFFSET, admin.query_consumer_offset)

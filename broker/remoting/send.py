@@ -23,7 +23,7 @@ import numpy as np
 from broker.controller import BrokerController
 from broker.processors.send import SendOutcome
 from broker.store.results import PutMessageResult, PutMessageStatus
-from connector.errors import MessageIllegalError, NoPermissionError, PyMQError
+from connector.errors import MessageIllegalError, PyMQError
 from connector.protocol.compression import CompressionType
 from connector.protocol.message import SysFlag
 from connector.protocol.msgid import encode_host, encode_offset_msg_id, offset_msg_ids
@@ -81,9 +81,12 @@ class SendHandlers:
         api = "batch" if batch else "single"
         t0 = time.perf_counter()
         try:
-            if sys_flag & _TRANSACTION_TYPES:
-                raise NoPermissionError(
-                    f"broker {ctrl.config.broker_name}: transactional messages are not enabled"
+            if sys_flag & _TRANSACTION_TYPES and (
+                batch or sys_flag & _TRANSACTION_TYPES != SysFlag.TRANSACTION_PREPARED
+            ):
+                raise MessageIllegalError(
+                    "a transactional send is one message, sent prepared (a half); commit and "
+                    "roll back with END_TRANSACTION"
                 )
             body = request.body
             if batch:
@@ -144,8 +147,13 @@ class SendHandlers:
             born_timestamp=born,
             born_host=self._host(channel),
             reconsume_times=ext.number("reconsumeTimes", 0),
+            half_group=ext.text("producerGroup") if sys_flag & _TRANSACTION_TYPES else None,
         )
-        return send.put_single(routed)
+        outcome = send.put_single(routed)
+        if routed.real_queue_id >= 0:  # a half: answered as RocketMQ's, for its real queue
+            outcome.queue_id = routed.real_queue_id
+            outcome.transaction_id = routed.msg_id
+        return outcome
 
     def _answer(
         self, request: RemotingCommand, outcome: SendOutcome, put: PutMessageResult, *, runs: bool
@@ -168,6 +176,8 @@ class SendHandlers:
             ext["offsetRuns"] = _offset_runs(offsets, ctrl.store.commit_log.segment_size)
         else:
             ext["msgId"] = ",".join(offset_msg_ids(host.hex().upper(), offsets.tolist()))
+        if outcome.transaction_id:
+            ext["transactionId"] = outcome.transaction_id
         code = _SEND_CODES.get(put.status, ResponseCode.SYSTEM_ERROR)
         remark = None if code == ResponseCode.SUCCESS else put.status.value
         return request.response(code, ext, remark=remark)

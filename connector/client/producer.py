@@ -188,7 +188,7 @@ class Producer:
             latency_max_ms=tuple(latency_max_ms),
             not_available_duration_ms=tuple(not_available_duration_ms),
         )
-        self.rpc = Rpc(busy_poll_us=busy_poll_us)
+        self.rpc = self._make_rpc(busy_poll_us)
         self.namesrv = NameServerClient(self.namesrv_addrs, self.rpc)
         self.client_id = f"{socket.gethostname()}@{os.getpid()}@{id(self):x}"
         self._uniq = UniqKeyGenerator()
@@ -204,6 +204,10 @@ class Producer:
         self._background: threading.Thread | None = None
         self._state_lock = threading.Lock()
         self._closed = False
+
+    def _make_rpc(self, busy_poll_us: int) -> Rpc:
+        """The transport (a subclass that answers brokers' requests passes ``on_request``)."""
+        return Rpc(busy_poll_us=busy_poll_us)
 
     # -- lifecycle ---------------------------------------------------------------------
 

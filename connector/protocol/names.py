@@ -19,6 +19,8 @@ __all__ = [
     "NAME_CHARACTER",
     "RETRY_GROUP_TOPIC_PREFIX",
     "SCHEDULE_TOPIC",
+    "TRANS_HALF_TOPIC",
+    "TRANS_OP_TOPIC",
     "is_system_topic",
     "validate_group",
     "validate_key",
@@ -30,6 +32,8 @@ DEFAULT_TOPIC = "TBW102"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # transactional halves, until decided
+TRANS_OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"  # the decisions on them
 _SYSTEM_TOPICS = frozenset(
     {
         DEFAULT_TOPIC,
@@ -37,9 +41,9 @@ _SYSTEM_TOPICS = frozenset(
         "BenchmarkTest",
         "OFFSET_MOVED_EVENT",
         "SELF_TEST_TOPIC",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
+        TRANS_HALF_TOPIC,
         "RMQ_SYS_TRACE_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        TRANS_OP_TOPIC,
     }
 )
 NAME_CHARACTER = r"[%|a-zA-Z0-9_-]"  # a regex class: one character of a name

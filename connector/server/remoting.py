@@ -82,6 +82,7 @@ _RESPONSE_CODES: dict[str, int] = {
     "KV_NOT_EXIST": ResponseCode.QUERY_NOT_FOUND,
     "OFFSET_NOT_EXIST": ResponseCode.QUERY_NOT_FOUND,
     "NOT_FOUND": ResponseCode.QUERY_NOT_FOUND,
+    "TRANSACTION_ALREADY_DECIDED": ResponseCode.SYSTEM_ERROR,  # the errorCode ext says which
     "REQUEST_CODE_NOT_SUPPORTED": ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
 }
 

@@ -30,6 +30,7 @@ from connector.errors import (
     ServiceNotAvailableError,
     StoreError,
     TopicNotExistError,
+    TransactionDecidedError,
     UnsupportedMediaTypeError,
     error_for_code,
 )
@@ -75,6 +76,7 @@ EXPECTED_CODES = {
     MessageNotExistError: "MESSAGE_NOT_EXIST",
     KvConfigNotExistError: "KV_NOT_EXIST",
     ConsumerOffsetNotExistError: "OFFSET_NOT_EXIST",
+    TransactionDecidedError: "TRANSACTION_ALREADY_DECIDED",
 }
 
 
@@ -227,6 +229,7 @@ def test_server_side_errors_are_not_client_errors(cls: type[PyMQError]) -> None:
         (StoreError, 500),
         (CorruptRecordError, 500),
         (ConfigError, 400),
+        (TransactionDecidedError, 409),
     ],
 )
 def test_http_status(cls: type[PyMQError], status: int) -> None:
