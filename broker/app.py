@@ -11,6 +11,7 @@ thread. Errors are PyMQErrors, mapped to ``{"code", "message"}`` once, by
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -31,13 +32,17 @@ from broker.rest import (
     send_result,
     send_single,
 )
+from broker.transaction import COMMIT, ROLLBACK
 from connector import __version__
 from connector.errors import UnsupportedMediaTypeError
 from connector.protocol.hashing import parse_tags
+from connector.protocol.msgid import decode_offset_msg_id
 from connector.protocol.rest import (
     MAX_I64,
     ConsumerOffset,
     ConsumerProgress,
+    EndTransactionRequest,
+    EndTransactionView,
     MessageView,
     OffsetCommit,
     PullResultView,
@@ -162,9 +167,29 @@ def create_app(controller: BrokerController) -> FastAPI:
 
     # -- send ---------------------------------------------------------------------------
 
-    @app.post("/topics/{topic}/messages", tags=["send"], dependencies=[JsonBody])
+    @app.post(
+        "/topics/{topic}/messages", tags=["send"], dependencies=[JsonBody],
+        response_model_exclude_none=True,
+    )  # fmt: skip
     async def send_message(topic: str, req: SendMessageRequest, request: Request) -> SendResultView:
         return SendResultView(**await send_single(ctrl, topic, req, _born_host(request)))
+
+    @app.post("/transactions/end", tags=["send"], dependencies=[JsonBody])
+    async def end_transaction(req: EndTransactionRequest) -> EndTransactionView:
+        """END_TRANSACTION: commit or roll back a half (a send with ``transaction_group``).
+        The same decision again changes nothing (``already``); the other is refused with
+        409 TRANSACTION_ALREADY_DECIDED."""
+        ctrl.send.check_master()
+        _, commit_log_offset = decode_offset_msg_id(req.offset_msg_id)
+        decision = COMMIT if req.action == "commit" else ROLLBACK
+        result = await asyncio.to_thread(
+            ctrl.transactions.end, req.producer_group, req.queue_offset, commit_log_offset,
+            decision,
+        )  # fmt: skip
+        return EndTransactionView.model_validate(
+            {"decision": result.decision, "already": result.already,
+             "half_queue_offset": result.half_offset}
+        )  # fmt: skip
 
     @app.post("/topics/{topic}/messages/batch", tags=["send"], openapi_extra=_BATCH_DOC)
     async def send_batch_route(

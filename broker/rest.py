@@ -84,6 +84,7 @@ def send_result(
         "queue_offset": append.queue_offset,
         "topic": outcome.topic,
         "broker_name": ctrl.config.broker_name,
+        **({"transaction_id": outcome.transaction_id} if outcome.transaction_id else {}),
     }
 
 

@@ -249,6 +249,8 @@ class SendMessageProcessor:
             props[P.MAX_RECONSUME_TIMES] = str(req.max_reconsume_times)
         props.setdefault(P.UNIQ_KEY, self.uniq.next_id())
         born = req.born_timestamp if req.born_timestamp is not None else int(self.clock() * 1000)
+        if req.transaction_group is not None:
+            props.pop(P.DELAY_TIME_LEVEL, None)
         return self.route_single(
             topic,
             req.queue_id,
@@ -258,6 +260,7 @@ class SendMessageProcessor:
             born_timestamp=born,
             born_host=born_host,
             reconsume_times=req.reconsume_times,
+            half_group=req.transaction_group,
         )
 
     def route_single(
@@ -358,15 +361,20 @@ class SendMessageProcessor:
         ``BrokerController.stored`` awaits it."""
         inner = routed.inner
         if self.appender is not None:
-            return self._replicated(SendOutcome(
+            outcome = SendOutcome(
                 _PENDING, inner.topic, inner.queue_id, routed.msg_id,
                 pending=self.appender.put(inner), new_topics=routed.new_topics,
-            ))  # fmt: skip
-        put, _ = self.store.put_message_nowait(inner)  # ASYNC_FLUSH: no flush future
-        raise_for_status(put)
-        for cfg in routed.new_topics:
-            self.topics.ensure(cfg)
-        return self._replicated(SendOutcome(put, inner.topic, inner.queue_id, routed.msg_id))
+            )  # fmt: skip
+        else:
+            put, _ = self.store.put_message_nowait(inner)  # ASYNC_FLUSH: no flush future
+            raise_for_status(put)
+            for cfg in routed.new_topics:
+                self.topics.ensure(cfg)
+            outcome = SendOutcome(put, inner.topic, inner.queue_id, routed.msg_id)
+        if routed.real_queue_id >= 0:  # a half: answered for its real queue, as RocketMQ's
+            outcome.queue_id = routed.real_queue_id
+            outcome.transaction_id = routed.msg_id
+        return self._replicated(outcome)
 
     def _replicated(self, outcome: SendOutcome) -> SendOutcome:
         """SYNC_MASTER: the outcome answers once the in-sync slaves have the append too

@@ -149,11 +149,7 @@ class SendHandlers:
             reconsume_times=ext.number("reconsumeTimes", 0),
             half_group=ext.text("producerGroup") if sys_flag & _TRANSACTION_TYPES else None,
         )
-        outcome = send.put_single(routed)
-        if routed.real_queue_id >= 0:  # a half: answered as RocketMQ's, for its real queue
-            outcome.queue_id = routed.real_queue_id
-            outcome.transaction_id = routed.msg_id
-        return outcome
+        return send.put_single(routed)
 
     def _answer(
         self, request: RemotingCommand, outcome: SendOutcome, put: PutMessageResult, *, runs: bool

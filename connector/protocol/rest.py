@@ -6,11 +6,15 @@ The binary fast paths (batch send, pull) are described in
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "ConsumerOffset",
     "ConsumerProgress",
+    "EndTransactionRequest",
+    "EndTransactionView",
     "MessageView",
     "OffsetCommit",
     "PullResultView",
@@ -44,6 +48,9 @@ class SendMessageRequest(_Model):
     born_timestamp: int | None = Field(default=None, ge=0, le=MAX_I64)
     reconsume_times: int = Field(default=0, ge=0, lt=1 << 31)
     max_reconsume_times: int | None = Field(default=None, ge=0, lt=1 << 31)
+    # a transactional send of this producer group: stored as a half, invisible until
+    # POST /transactions/end commits it (or the broker's check-back decides)
+    transaction_group: str | None = Field(default=None, min_length=1, max_length=255)
 
     @model_validator(mode="after")
     def _one_body(self) -> SendMessageRequest:
@@ -60,6 +67,23 @@ class SendResultView(_Model):
     queue_offset: int
     topic: str | None = None
     broker_name: str | None = None
+    transaction_id: str | None = None  # a half's (transaction_group sends only)
+
+
+class EndTransactionRequest(_Model):
+    """Commit or roll back a half: the ``offset_msg_id`` and ``queue_offset`` its send
+    answered, and its ``producer_group``."""
+
+    producer_group: str = Field(min_length=1, max_length=255)
+    offset_msg_id: str = Field(min_length=32, max_length=32)
+    queue_offset: int = Field(default=-1, ge=-1, le=MAX_I64)
+    action: Literal["commit", "rollback"]
+
+
+class EndTransactionView(_Model):
+    decision: Literal["COMMIT", "ROLLBACK"]
+    already: bool  # decided so before: nothing changed
+    half_queue_offset: int
 
 
 class MessageView(_Model):

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from connector import LocalTransactionState, Message, TransactionProducer
@@ -191,3 +192,39 @@ def test_decisions_survive_a_broker_kill_and_undecided_halves_are_checked_after_
         wait_until(lambda: bodies(cluster, topic) == [b"commit-before", b"open"], 30,
                    what="the open transaction committed by a check-back")  # fmt: skip
     assert bodies(cluster, topic) == [b"commit-before", b"open"]
+
+
+def test_the_rest_edge_sends_halves_and_decides_them_once(cluster: LocalCluster) -> None:
+    topic = "TxRest"
+    base = f"http://{cluster.brokers[0].http_addr}"
+    with httpx.Client(base_url=base, timeout=10) as http:
+        assert http.put(f"/topics/{topic}", json={"read_queue_nums": 2, "write_queue_nums": 2,
+                                                  "perm": 6}).status_code == 200  # fmt: skip
+        plain = http.post(f"/topics/{topic}/messages", json={"body": "plain"}).json()
+        assert "transaction_id" not in plain  # the shape of a plain send's answer is unchanged
+        half = http.post(
+            f"/topics/{topic}/messages",
+            json={"body": "held", "transaction_group": "tx-rest", "queue_id": 1},
+        ).json()
+        assert half["transaction_id"] == half["msg_id"]
+        assert half["queue_id"] == 1  # the real queue, as RocketMQ answers
+        assert bodies(cluster, topic) == [b"plain"]
+        end = {"producer_group": "tx-rest", "offset_msg_id": half["offset_msg_id"],
+               "queue_offset": half["queue_offset"], "action": "commit"}  # fmt: skip
+        first = http.post("/transactions/end", json=end)
+        assert first.status_code == 200, first.text
+        assert first.json() == {"decision": "COMMIT", "already": False,
+                                "half_queue_offset": half["queue_offset"]}  # fmt: skip
+        again = http.post("/transactions/end", json=end).json()
+        assert again["already"] is True
+        refused = http.post("/transactions/end", json={**end, "action": "rollback"})
+        assert refused.status_code == 409
+        assert refused.json()["code"] == "TRANSACTION_ALREADY_DECIDED"
+        other = http.post("/transactions/end", json={**end, "producer_group": "someone-else"})
+        assert other.status_code == 403
+        bad = http.post("/transactions/end", json={**end, "offset_msg_id": "Z" * 32})
+        assert bad.status_code == 400 and bad.json()["code"] == "MESSAGE_ILLEGAL", bad.text
+        nowhere = plain["offset_msg_id"]  # a message, not a half
+        missing = http.post("/transactions/end", json={**end, "offset_msg_id": nowhere})
+        assert missing.status_code == 404, missing.text
+    assert bodies(cluster, topic) == [b"held", b"plain"]
