@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pymq_side import QUEUES, consumer_progress, create_topic, pull_all
 
@@ -154,3 +155,28 @@ def test_a_message_its_push_consumer_asks_again_comes_back_from_the_retry_topic(
         assert (m["topic"], m["tags"], m["reconsumeTimes"]) == (topic, "TagR", 1), m
         assert m["properties"]["RETRY_TOPIC"] == topic
     assert not report["errors"], report["errors"]
+
+
+def test_its_transactional_halves_stay_hidden_until_pymq_decides_them(
+    node_client: Path, cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """ali-ons sends halves (a message with TRAN_MSG set goes prepared) but has no
+    END_TRANSACTION of its own nor a check-back listener: the decisions are made here,
+    over REST, with the offset msgId and queue offset its send results carry."""
+    topic = "AliOnsHalves"
+    create_topic(cluster.namesrv_addr, topic)
+    home = tmp_path_factory.mktemp("ali-ons-half-home")
+    sent = run(node_client, home, "half", cluster.namesrv_addr, topic, "20")["sent"]
+    assert {s["status"] for s in sent} == {"SEND_OK"}
+    assert pull_all(cluster.namesrv_addr, topic) == []  # halves: nothing readable
+    http = {b.name: f"http://{b.http_addr}" for b in cluster.brokers}
+    for s in sent:
+        r = httpx.post(
+            f"{http[s['broker']]}/transactions/end",
+            json={"producer_group": "PID_ALI_ONS_TX", "offset_msg_id": s["msgId"],
+                  "queue_offset": s["offset"], "action": "rollback" if s["i"] % 2 else "commit"},
+            timeout=10,
+        )  # fmt: skip
+        assert r.status_code == 200, r.text
+    got = sorted(m.body.decode() for m in pull_all(cluster.namesrv_addr, topic))
+    assert got == sorted(f"ali-ons-{i}-é" for i in range(0, 20, 2))

@@ -4,6 +4,7 @@
 //   node client.js produce <namesrv> <topic> <count>
 //   node client.js consume <namesrv> <topic> <group> <expected>
 //   node client.js retry <namesrv> <topic> <group> <expected>  (each message asked again once)
+//   node client.js half <namesrv> <topic> <count>  (transactional halves: TRAN_MSG set)
 const { Producer, Consumer, Message } = require('ali-ons');
 const httpclient = require('urllib');
 
@@ -16,8 +17,8 @@ const done = report => {
 };
 setTimeout(() => done({ timedOut: true }), 90000).unref();
 
-async function produce(count) {
-  const producer = new Producer({ ...common, producerGroup: 'PID_ALI_ONS' });
+async function produce(count, half) {
+  const producer = new Producer({ ...common, producerGroup: half ? 'PID_ALI_ONS_TX' : 'PID_ALI_ONS' });
   producer.on('error', err => errors.push(err.message));
   await producer.ready();
   const sent = [];
@@ -25,9 +26,13 @@ async function produce(count) {
     const msg = new Message(topic, i % 2 ? 'TagB' : 'TagA', `ali-ons-${i}-é`);
     msg.keys = [`key-${i}`];
     msg.properties.seq = String(i);
+    if (half) msg.properties.TRAN_MSG = 'true'; // ali-ons then sends it prepared (a half)
     const r = await producer.send(msg);
     const mq = r.messageQueue;
-    sent.push({ i, status: r.sendStatus, broker: mq.brokerName, queue: mq.queueId, offset: r.queueOffset });
+    sent.push({
+      i, status: r.sendStatus, broker: mq.brokerName, queue: mq.queueId, offset: r.queueOffset,
+      msgId: r.msgId,
+    });
   }
   await producer.close();
   done({ sent });
@@ -61,7 +66,8 @@ function consume(group, expected, retryOnce) {
 }
 
 (async () => {
-  if (mode === 'produce') await produce(Number(process.argv[5]));
+  if (mode === 'produce') await produce(Number(process.argv[5]), false);
+  else if (mode === 'half') await produce(Number(process.argv[5]), true);
   else if (mode === 'consume') consume(process.argv[5], Number(process.argv[6]), false);
   else if (mode === 'retry') consume(process.argv[5], Number(process.argv[6]), true);
   else throw new Error(`unknown mode ${mode}`);
