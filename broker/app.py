@@ -39,6 +39,8 @@ from connector.protocol.hashing import parse_tags
 from connector.protocol.msgid import decode_offset_msg_id
 from connector.protocol.rest import (
     MAX_I64,
+    BatchCommitRequest,
+    BatchCommitView,
     ConsumerOffset,
     ConsumerProgress,
     EndTransactionRequest,
@@ -189,6 +191,37 @@ def create_app(controller: BrokerController) -> FastAPI:
         return EndTransactionView.model_validate(
             {"decision": result.decision, "already": result.already,
              "half_queue_offset": result.half_offset}
+        )  # fmt: skip
+
+    @app.get("/transactions", tags=["send"])
+    async def transactions() -> dict[str, int]:
+        """The check pass's progress through the half topic, and what it did."""
+        tx = ctrl.transactions
+        return {
+            "half_progress": tx.half_progress,
+            "undecided": await asyncio.to_thread(lambda: tx.undecided),
+            "check_backs_sent": tx.checked,
+            "rolled_back_after_checks": tx.rolled_back_unchecked,
+        }
+
+    @app.get("/transactions/{half_queue_offset}", tags=["send"])
+    async def transaction_state(half_queue_offset: int) -> dict[str, Any]:
+        """``open``, ``committed`` or ``rolled_back``: a half, by its queue offset."""
+        state = await asyncio.to_thread(ctrl.transactions.state, half_queue_offset)
+        return {"half_queue_offset": half_queue_offset, "state": state}
+
+    @app.post("/transactions/batch-commit", tags=["send"], dependencies=[JsonBody])
+    async def commit_batch(req: BatchCommitRequest) -> BatchCommitView:
+        """Commit the batch halves of one (writer, batch) key, all or none, once: a
+        repeated commit of the key answers ``already`` with what the first committed."""
+        ctrl.send.check_master()
+        result = await asyncio.to_thread(
+            ctrl.transactions.commit_batch, req.producer_group, req.writer, req.batch,
+            [(q, p) for q, p in req.halves], req.manifest,
+        )  # fmt: skip
+        return BatchCommitView(
+            already=result.already, halves=result.halves, messages=result.messages,
+            manifest=result.manifest,
         )  # fmt: skip
 
     @app.post("/topics/{topic}/messages/batch", tags=["send"], openapi_extra=_BATCH_DOC)

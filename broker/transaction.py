@@ -29,6 +29,21 @@ repeated ``end`` of such an old half finds its op record by key (the index).
 The op records and halves are in the CommitLog, so a slave has them, and
 decisions survive ``kill -9``: on start the op queue is read again from
 ``op_progress``.
+
+**Batch commits** (pymq's; the exactly-once Spark sink's): a *batch half*
+holds a whole batch request as its body, tagged with a key (``writer``,
+``batch``). ``commit_batch`` decides the halves of one key at once: it
+checks every half of the manifest is a live half of that key, writes one
+op record naming the key and its halves (the commit point, indexed by
+key), then appends each half's batch to its queue with the compiled batch
+path and records each half committed. The same key again answers "already
+committed" with the manifest first committed and changes nothing; a
+broker killed in the middle finishes the commit on start. Halves of a key
+not in its manifest (failed or speculative task attempts, a re-run of a
+committed batch) are rolled back by the next check pass; a key never
+committed has its halves rolled back like any undecided half, after
+``transaction_timeout_ms`` and ``transaction_check_max`` check passes
+(nobody is asked: the writer's tasks are gone).
 """
 
 from __future__ import annotations
@@ -36,26 +51,31 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 from broker.config import BrokerConfig
 from broker.store.files import load_json, save_json
-from broker.store.inner import MessageInner, index_keys
+from broker.store.inner import BatchInner, MessageInner, index_keys
 from broker.store.store import MessageStore
 from connector.errors import (
+    MessageIllegalError,
     MessageNotExistError,
     NoPermissionError,
     StoreError,
     TransactionDecidedError,
 )
+from connector.protocol.batch import decode_batch
 from connector.protocol.hashing import tags_code
 from connector.protocol.message import MessageExt, SysFlag
 from connector.protocol.msgid import encode_host
 from connector.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_TOPIC
-from connector.protocol.properties import PropertyKeys, encode_properties
+from connector.protocol.properties import PropertyKeys, decode_properties, encode_properties
 
-__all__ = ["COMMIT", "ROLLBACK", "EndResult", "TransactionService"]
+__all__ = ["COMMIT", "ROLLBACK", "BatchCommitResult", "EndResult", "TransactionService"]
 
 log = logging.getLogger(__name__)
 P = PropertyKeys
@@ -63,12 +83,32 @@ COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"
 OP_TAG = "d"  # RocketMQ's op records' tag ("remove")
 DECISION = "TRAN_DECISION"  # pymq: which decision an op record is
+BATCH_COMMIT = "BATCH_COMMIT"  # the DECISION of a batch commit's op record
 TRANSACTION_TYPES = SysFlag.TRANSACTION_PREPARED | SysFlag.TRANSACTION_COMMIT
 _CHUNK = 256
 _LOCALHOST = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
 
 # ask a live producer of a group about a half (CHECK_TRANSACTION_STATE); False: none
 Ask = Callable[[str, MessageExt], bool]
+
+
+BatchKey = tuple[str, int]  # (writer, batch)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCommitResult:
+    already: bool  # the key was committed before: nothing was changed
+    halves: list[int]  # the half queue offsets committed under the key (the first time)
+    messages: int  # messages they hold
+    manifest: Any  # what the first commit of the key carried (the caller's, as given)
+
+
+@dataclass(frozen=True, slots=True)
+class _Committed:
+    halves: frozenset[int]
+    messages: int
+    manifest: Any
+    op_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +136,7 @@ class TransactionService:
         self.op_progress = 0  # op records before it are of halves before half_progress
         self._decided: dict[int, tuple[str, int]] = {}  # half offset -> (decision, op offset)
         self._checks: dict[int, int] = {}  # half offset -> times checked back
+        self._batches: dict[BatchKey, _Committed] = {}  # batch commits since op_progress
         self._ops_read = 0  # the op queue read up to here
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -114,6 +155,7 @@ class TransactionService:
         self._ops_read = self.op_progress
         with self._lock:
             self._read_ops()
+            self._finish_batches()
 
     def persist(self) -> None:
         save_json(self.path, {"half_progress": self.half_progress, "op_progress": self.op_progress})
@@ -162,6 +204,88 @@ class TransactionService:
         with self._lock:
             return self._decide(half, decision)
 
+    def commit_batch(
+        self,
+        group: str,
+        writer: str,
+        batch_id: int,
+        halves: Sequence[tuple[int, int]],
+        manifest: Any = None,
+    ) -> BatchCommitResult:
+        """Commit the batch halves ``halves`` ((half queue offset, CommitLog offset)
+        each) of the key (``writer``, ``batch_id``), all or none, once per key."""
+        key = (writer, batch_id)
+        with self._lock:
+            self._read_ops()
+            prior = self._committed_batch(key)
+            if prior is not None:
+                return BatchCommitResult(True, sorted(prior.halves), prior.messages, prior.manifest)
+            found = [self._live_half(group, key, q, phys) for q, phys in halves]
+            offsets = sorted({h.queue_offset for h in found})
+            messages = sum(int(h.properties.get(P.TX_MESSAGES, "0")) for h in found)
+            record = {"writer": writer, "batch": batch_id, "halves": offsets,
+                      "messages": messages, "manifest": manifest}  # fmt: skip
+            op = self._put_op(orjson.dumps(record), _batch_op_key(key), BATCH_COMMIT)
+            self._batches[key] = _Committed(frozenset(offsets), messages, manifest, op)
+            for half in found:  # the commit point is passed: a crash now is finished on start
+                if half.queue_offset not in self._decided:
+                    self._apply(half)
+                    self._write_op(half, COMMIT)
+            return BatchCommitResult(False, offsets, messages, manifest)
+
+    def _live_half(self, group: str, key: BatchKey, queue_offset: int, phys: int) -> MessageExt:
+        half = self.store.look_message_by_offset(phys, decompress=False)
+        if half is None or half.topic != TRANS_HALF_TOPIC or half.queue_offset != queue_offset:
+            raise MessageNotExistError(
+                f"no half message at CommitLog offset {phys} (half queue offset {queue_offset})"
+            )
+        if _batch_key(half) != key:
+            raise MessageIllegalError(
+                f"the half at {queue_offset} is not one of batch {key[1]} of writer {key[0]}"
+            )
+        owner = half.properties.get(P.PRODUCER_GROUP, "")
+        if group and owner and group != owner:
+            raise NoPermissionError(f"the half at {queue_offset} belongs to producer group {owner}")
+        prior = self._prior(half)
+        if prior is not None:
+            raise TransactionDecidedError(
+                f"the half at {queue_offset} of batch {key[1]} of writer {key[0]} was "
+                f"{'committed' if prior == COMMIT else 'rolled back'} already "
+                "(older than the transaction timeout?)",
+                decision=prior,
+            )
+        return half
+
+    def _committed_batch(self, key: BatchKey) -> _Committed | None:
+        known = self._batches.get(key)
+        if known is not None:
+            return known
+        for op in self.store.query_message(TRANS_OP_TOPIC, _batch_op_key(key), 8):
+            found, committed = _parse_batch_record(op, -1)
+            if found == key and committed is not None:
+                return committed
+        return None
+
+    def _finish_batches(self) -> None:
+        """Batch commits a crash interrupted (their halves not all recorded): finished."""
+        cq = self.store.consume_queue(TRANS_HALF_TOPIC, 0)
+        if cq is None:
+            return
+        for committed in list(self._batches.values()):
+            for offset in sorted(committed.halves):
+                if offset in self._decided or offset < self.half_progress:
+                    continue
+                entries = cq.get_entries(offset, 1)
+                if len(entries) == 0:
+                    continue
+                half = self.store.look_message_by_offset(
+                    int(entries["offset"][0]), int(entries["size"][0]), decompress=False
+                )
+                if half is not None and half.queue_offset == offset:
+                    log.warning("finishing the commit of half %d (interrupted by a crash)", offset)
+                    self._apply(half)
+                    self._write_op(half, COMMIT)
+
     def _decide(self, half: MessageExt, decision: str) -> EndResult:
         offset = half.queue_offset
         self._read_ops()
@@ -174,13 +298,30 @@ class TransactionService:
                     decision=prior,
                 )
             return EndResult(prior, True, offset)
-        if decision == COMMIT and not self._committed_before(half):
-            put = self.store.put_message(_real_message(half))
-            if not put.ok:
-                raise StoreError(f"committing the half at {offset} failed: {put.status.value}")
+        if decision == COMMIT:
+            self._apply(half)
         self._write_op(half, decision)
         self._checks.pop(offset, None)
         return EndResult(decision, False, offset)
+
+    def _apply(self, half: MessageExt) -> None:
+        """Append what a committed half holds to its real queue (unless a commit a crash
+        cut short did already)."""
+        if self._committed_before(half):
+            return
+        topic, queue = _real_queue(half)
+        if P.TX_WRITER in half.properties:  # a batch half: its body is a wire batch
+            born_host = _born_host(half)
+            put = self.store.put_messages(
+                BatchInner(topic, queue, half.body, born_timestamp=half.born_timestamp,
+                           born_host=born_host)
+            )  # fmt: skip
+        else:
+            put = self.store.put_message(_real_message(half))
+        if not put.ok:
+            raise StoreError(
+                f"committing the half at {half.queue_offset} failed: {put.status.value}"
+            )
 
     def _prior(self, half: MessageExt) -> str | None:
         offset = half.queue_offset
@@ -200,6 +341,8 @@ class TransactionService:
         op record was written)."""
         topic = half.properties.get(P.REAL_TOPIC)
         uniq = half.properties.get(P.UNIQ_KEY)
+        if P.TX_WRITER in half.properties:  # a batch: its first message's
+            uniq = _first_uniq_key(half, self.store.config.max_message_size)
         if not topic or not uniq:
             return False
         found = self.store.query_message(topic, uniq, 4, begin_ms=half.store_timestamp)
@@ -207,11 +350,16 @@ class TransactionService:
 
     def _write_op(self, half: MessageExt, decision: str) -> None:
         offset = half.queue_offset
-        props = {P.TAGS: OP_TAG, P.KEYS: _op_key(offset), DECISION: decision}
+        op = self._put_op(str(offset).encode(), _op_key(offset), decision)
+        self._decided[offset] = (decision, op)
+
+    def _put_op(self, body: bytes, key: str, decision: str) -> int:
+        """Append an op record; its op queue offset."""
+        props = {P.TAGS: OP_TAG, P.KEYS: key, DECISION: decision}
         op = MessageInner(
             topic=TRANS_OP_TOPIC,
             queue_id=0,
-            body=str(offset).encode(),
+            body=body,
             properties=encode_properties(props),
             tags_code=tags_code(OP_TAG),
             keys=index_keys(props),
@@ -219,9 +367,9 @@ class TransactionService:
         )
         put = self.store.put_message(op)
         if not put.ok or put.append is None:
-            raise StoreError(f"recording the decision on the half at {offset} failed")
-        self._decided[offset] = (decision, put.append.queue_offset)
+            raise StoreError(f"recording a transaction decision ({key}) failed")
         self._ops_read = max(self._ops_read, put.append.queue_offset + 1)
+        return put.append.queue_offset
 
     def _read_ops(self) -> None:
         """Decisions written since the op queue was last read (a slave promoted, a start)."""
@@ -236,7 +384,11 @@ class TransactionService:
             sizes = entries["size"].tolist()
             for phys, size in zip(entries["offset"].tolist(), sizes, strict=True):
                 op = self.store.look_message_by_offset(phys, size)
-                if op is not None and op.body.isdigit():
+                if op is not None and op.properties.get(DECISION) == BATCH_COMMIT:
+                    key, committed = _parse_batch_record(op, at)
+                    if key is not None and committed is not None:
+                        self._batches.setdefault(key, committed)
+                elif op is not None and op.body.isdigit():
                     half = int(op.body)
                     if half >= self.half_progress:
                         self._decided[half] = (op.properties.get(DECISION, COMMIT), at)
@@ -285,7 +437,17 @@ class TransactionService:
 
     def _check_one(self, half: MessageExt) -> int:
         offset = half.queue_offset
-        if self._committed_before(half):
+        key = _batch_key(half)
+        if key is not None:
+            committed = self._committed_batch(key)
+            if committed is not None:  # in its manifest: finish it; else a stray attempt
+                if offset in committed.halves:
+                    self._apply(half)
+                    self._write_op(half, COMMIT)
+                else:
+                    self._write_op(half, ROLLBACK)
+                return 0
+        elif self._committed_before(half):
             self._write_op(half, COMMIT)  # the op record a crash cut off
             return 0
         times = self._checks.get(offset, 0)
@@ -300,6 +462,8 @@ class TransactionService:
             return 0
         self._checks[offset] = times + 1
         group = half.properties.get(P.PRODUCER_GROUP, "")
+        if key is not None:
+            return 0  # a batch's writer cannot be asked: its tasks are gone
         if self.ask(group, _as_real(half)):
             self.checked += 1
             return 1
@@ -315,7 +479,31 @@ class TransactionService:
             self._checks.pop(progress, None)
             progress += 1
         self.half_progress = progress
-        self.op_progress = min((op for _, op in decided.values()), default=self._ops_read)
+        for key in [k for k, c in self._batches.items() if all(h < progress for h in c.halves)]:
+            del self._batches[key]  # still found by its key (the index) if asked again
+        self.op_progress = min(
+            [op for _, op in decided.values()] + [c.op_offset for c in self._batches.values()],
+            default=self._ops_read,
+        )
+
+    def state(self, half_offset: int) -> str:
+        """``open``, ``committed`` or ``rolled_back``: the half at that queue offset of the
+        half topic (MessageNotExistError if there is none)."""
+        cq = self.store.consume_queue(TRANS_HALF_TOPIC, 0)
+        if cq is None or half_offset < 0:
+            raise MessageNotExistError(f"no half at half queue offset {half_offset}")
+        entries = cq.get_entries(half_offset, 1)
+        if len(entries) == 0:
+            raise MessageNotExistError(f"no half at half queue offset {half_offset}")
+        half = self.store.look_message_by_offset(
+            int(entries["offset"][0]), int(entries["size"][0]), decompress=False
+        )
+        if half is None:
+            raise MessageNotExistError(f"the half at half queue offset {half_offset} is gone")
+        with self._lock:
+            self._read_ops()
+            prior = self._prior(half)
+        return "open" if prior is None else "committed" if prior == COMMIT else "rolled_back"
 
     @property
     def undecided(self) -> int:
@@ -328,6 +516,57 @@ class TransactionService:
 
 def _op_key(half_offset: int) -> str:
     return f"half-{half_offset}"
+
+
+def _batch_op_key(key: BatchKey) -> str:
+    return f"batch-{key[1]}-{key[0]}"
+
+
+def _batch_key(half: MessageExt) -> BatchKey | None:
+    writer = half.properties.get(P.TX_WRITER)
+    raw = half.properties.get(P.TX_BATCH, "")
+    if writer is None or not raw.isdigit():
+        return None
+    return writer, int(raw)
+
+
+def _parse_batch_record(
+    op: MessageExt, op_offset: int
+) -> tuple[BatchKey | None, _Committed | None]:
+    try:
+        rec = orjson.loads(op.body)
+        key = (str(rec["writer"]), int(rec["batch"]))
+        halves = frozenset(int(h) for h in rec["halves"])
+        committed = _Committed(halves, int(rec.get("messages", 0)), rec.get("manifest"), op_offset)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        log.error("a batch commit record at op offset %d is damaged; ignored", op_offset)
+        return None, None
+    return key, committed
+
+
+def _first_uniq_key(half: MessageExt, max_message_size: int) -> str | None:
+    """The UNIQ_KEY of the first message of a batch half's batch."""
+    try:
+        batch = decode_batch(half.body, max_message_size=max_message_size)
+        return decode_properties(batch.properties[0]).get(P.UNIQ_KEY) if len(batch) else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _real_queue(half: MessageExt) -> tuple[str, int]:
+    topic = half.properties.get(P.REAL_TOPIC, "")
+    queue = half.properties.get(P.REAL_QUEUE_ID, "")
+    if not topic or not queue.isdigit():
+        raise StoreError(f"the half at {half.commit_log_offset} names no real topic and queue")
+    return topic, int(queue)
+
+
+def _born_host(half: MessageExt) -> bytes:
+    host, _, port = half.born_host.rpartition(":")
+    try:
+        return encode_host(host, int(port))
+    except (ValueError, OSError):
+        return _LOCALHOST
 
 
 def _as_real(half: MessageExt) -> MessageExt:
@@ -356,19 +595,13 @@ def _as_real(half: MessageExt) -> MessageExt:
 
 def _real_message(half: MessageExt) -> MessageInner:
     """The committed message: the half's, in its real topic and queue."""
+    topic, queue = _real_queue(half)
     props = dict(half.properties)
-    topic = props.pop(P.REAL_TOPIC, "")
-    queue = props.pop(P.REAL_QUEUE_ID, "0")
-    if not topic or not queue.isdigit():
-        raise StoreError(f"the half at {half.commit_log_offset} names no real topic and queue")
-    host, _, port = half.born_host.rpartition(":")
-    try:
-        born_host = encode_host(host, int(port))
-    except (ValueError, OSError):
-        born_host = _LOCALHOST
+    props.pop(P.REAL_TOPIC, None)
+    props.pop(P.REAL_QUEUE_ID, None)
     return MessageInner(
         topic=topic,
-        queue_id=int(queue),
+        queue_id=queue,
         body=half.body,
         properties=encode_properties(props),
         tags_code=tags_code(props.get(P.TAGS)),
@@ -376,6 +609,6 @@ def _real_message(half: MessageExt) -> MessageInner:
         flag=half.flag,
         sys_flag=(half.sys_flag & ~TRANSACTION_TYPES) | SysFlag.TRANSACTION_COMMIT,
         born_timestamp=half.born_timestamp,
-        born_host=born_host,
+        born_host=_born_host(half),
         reconsume_times=half.reconsume_times,
     )

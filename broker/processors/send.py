@@ -479,6 +479,38 @@ class SendMessageProcessor:
             outcome = SendOutcome(put, topic, queue_id, count=count)
         return self._replicated(outcome)
 
+    def put_batch_half(
+        self,
+        topic: str,
+        queue_id: int | None,
+        data: bytes,
+        *,
+        group: str,
+        writer: str,
+        batch_id: int,
+        born_timestamp: int | None,
+        born_host: bytes,
+    ) -> SendOutcome:
+        """A wire batch held as one half (its body), for a batch commit keyed on
+        (``writer``, ``batch_id``) to append to its queue later; checked now, so the
+        commit cannot fail on it."""
+        if not writer or len(writer) > 255 or not writer.isprintable() or batch_id < 0:
+            raise MessageIllegalError("a batch half needs a writer id (1-255 chars) and a batch id")
+        self.check_body(data)
+        _, queue_id = self.check(topic, queue_id)
+        scanned, reason = self.store.scan(BatchInner(topic, queue_id, data))
+        if scanned is None:
+            raise MessageIllegalError(reason)
+        if scanned.delayed:
+            raise MessageIllegalError("delay levels are not supported in a batch")
+        props = {P.TX_WRITER: writer, P.TX_BATCH: str(batch_id), P.TX_MESSAGES: str(scanned.count)}
+        born = born_timestamp if born_timestamp is not None else int(self.clock() * 1000)
+        routed = self.route_single(
+            topic, queue_id, data, props, born_timestamp=born, born_host=born_host,
+            half_group=group,
+        )  # fmt: skip
+        return self.put_single(routed)
+
     # -- consumer send-back -----------------------------------------------------------
 
     def send_back(self, group: str, req: SendBackRequest, *, born_host: bytes) -> Routed:

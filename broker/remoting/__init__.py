@@ -31,6 +31,7 @@ def remoting_server(ctrl: BrokerController) -> RemotingServer:
     server.register(C.CONSUMER_SEND_MSG_BACK, send.send_back)
     transactions = TransactionHandlers(ctrl)
     server.register(C.END_TRANSACTION, transactions.end)
+    server.register(C.COMMIT_TRANSACTION_BATCH, transactions.commit_batch)
     ctrl.transactions.ask = transactions.ask
     server.register(C.PULL_MESSAGE, pull.pull)
     server.register(C.LITE_PULL_MESSAGE, pull.pull)

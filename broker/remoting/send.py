@@ -82,14 +82,22 @@ class SendHandlers:
         t0 = time.perf_counter()
         try:
             if sys_flag & _TRANSACTION_TYPES and (
-                batch or sys_flag & _TRANSACTION_TYPES != SysFlag.TRANSACTION_PREPARED
+                sys_flag & _TRANSACTION_TYPES != SysFlag.TRANSACTION_PREPARED
+                or (batch and sys_flag & SysFlag.COMPRESSED)
             ):
                 raise MessageIllegalError(
-                    "a transactional send is one message, sent prepared (a half); commit and "
-                    "roll back with END_TRANSACTION"
+                    "a transactional send is sent prepared (a half), a batch uncompressed; "
+                    "commit and roll back with END_TRANSACTION or a batch commit"
                 )
             body = request.body
-            if batch:
+            if batch and sys_flag & SysFlag.TRANSACTION_PREPARED:  # pymq: a batch half
+                outcome = ctrl.send.put_batch_half(
+                    topic, queue_id if queue_id >= 0 else None, bytes(body),
+                    group=ext.text("producerGroup", ""), writer=ext.text("txWriter", ""),
+                    batch_id=ext.number("txBatch", -1), born_timestamp=born,
+                    born_host=self._host(channel),
+                )  # fmt: skip
+            elif batch:
                 compressed = sys_flag & SysFlag.COMPRESSED
                 outcome = ctrl.send.put_batch(
                     topic, queue_id if queue_id >= 0 else None, bytes(body),

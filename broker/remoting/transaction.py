@@ -18,6 +18,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
 
 from broker.controller import BrokerController
 from broker.transaction import COMMIT, ROLLBACK
@@ -27,9 +31,10 @@ from connector.protocol.msgid import encode_host
 from connector.protocol.properties import PropertyKeys, encode_properties
 from connector.protocol.record import encode_record
 from connector.protocol.remoting import RemotingCommand, RequestCode
+from connector.protocol.rest import BatchCommitRequest
 from connector.server.remoting import Channel, Ext
 
-__all__ = ["TransactionHandlers", "check_request"]
+__all__ = ["TransactionHandlers", "check_request", "parse_batch_commit"]
 
 log = logging.getLogger(__name__)
 _DECISIONS = {SysFlag.TRANSACTION_COMMIT: COMMIT, SysFlag.TRANSACTION_ROLLBACK: ROLLBACK}
@@ -61,6 +66,18 @@ class TransactionHandlers:
         remark = f"already {done}" if result.already else done
         return request.response(remark=remark)
 
+    async def commit_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """COMMIT_TRANSACTION_BATCH (pymq's 40037): body JSON ``{"producer_group",
+        "writer", "batch", "halves": [[half queue offset, CommitLog offset], ...],
+        "manifest": any}``; answer body ``{"already", "halves", "messages", "manifest"}``."""
+        ctrl = self.ctrl
+        ctrl.send.check_master()
+        req = parse_batch_commit(bytes(request.body))
+        result = await asyncio.to_thread(ctrl.transactions.commit_batch, *req)
+        body = {"already": result.already, "halves": result.halves,
+                "messages": result.messages, "manifest": result.manifest}  # fmt: skip
+        return request.response(body=orjson.dumps(body))
+
     def ask(self, group: str, half: MessageExt) -> bool:
         """From the check thread: CHECK_TRANSACTION_STATE to a live producer of ``group``
         (sent on the event loop); False if it has none."""
@@ -82,6 +99,18 @@ class TransactionHandlers:
             return False
         random.choice(live).invoke_oneway(check_request(half, self.ctrl.store.store_host))
         return True
+
+
+def parse_batch_commit(raw: bytes) -> tuple[str, str, int, list[tuple[int, int]], Any]:
+    """A batch commit's JSON body: (group, writer, batch, halves, manifest)."""
+    try:
+        req = BatchCommitRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise MessageIllegalError(f"batch commit: {where}: {first['msg']}") from None
+    halves = [(q, p) for q, p in req.halves]
+    return req.producer_group, req.writer, req.batch, halves, req.manifest
 
 
 def check_request(half: MessageExt, store_host: bytes) -> RemotingCommand:

@@ -97,7 +97,7 @@ _STORED: dict[int, SendStatus] = {
 class _Encoded:
     """A send's request body and what is needed to read its answer."""
 
-    __slots__ = ("born", "compression", "data", "msg_ids", "sizes", "topic")
+    __slots__ = ("born", "compression", "data", "half", "msg_ids", "sizes", "topic")
 
     def __init__(
         self,
@@ -114,6 +114,7 @@ class _Encoded:
         self.sizes = sizes
         self.compression = compression  # of a single message's body, or None
         self.born = born  # the request's born time (ms) if the caller set it, else now
+        self.half: tuple[str, int] | None = None  # a batch half's (writer, batch) key
 
 
 class Producer:
@@ -554,11 +555,15 @@ class Producer:
         queue: MessageQueue | None = None,
         timeout_ms: int | None = None,
         born_timestamp: int | None = None,
+        half: tuple[str, int] | None = None,
     ) -> SendResult:
         """Many messages of one topic in one request; one SendResult for all.
 
         ``born_timestamp`` (ms since the epoch): every message's born time, instead of
-        now (RocketMQ's request carries one born time for its batch)."""
+        now (RocketMQ's request carries one born time for its batch). ``half``: a
+        (writer, batch) key: the batch is stored as one transactional half, invisible
+        until ``commit_batch`` commits that key; the result is the half's (its queue
+        offset and offset msgId, for the commit's manifest)."""
         self.start()
         born = _born(born_timestamp)
         local = self._local
@@ -569,6 +574,7 @@ class Producer:
         try:
             encoded = self._encode_batch(msgs, scratch=not nested)
             encoded.born = born
+            encoded.half = half
             return self._send(
                 encoded,
                 list(msgs),
@@ -578,6 +584,42 @@ class Producer:
             )
         finally:
             local.sending = nested
+
+    def commit_batch(
+        self,
+        broker_name: str,
+        writer: str,
+        batch_id: int,
+        halves: Sequence[tuple[int, int]],
+        *,
+        manifest: Any = None,
+        timeout_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """Commit, on ``broker_name``'s master, the batch halves of key (``writer``,
+        ``batch_id``): ``halves`` are (half queue offset, CommitLog offset) pairs (a
+        half's ``send_batch(half=...)`` result: its ``queue_offset``, and its
+        ``offset_msg_id`` decoded). All or none; once per key: a repeated commit
+        answers ``{"already": True, ...}`` with the halves and ``manifest`` the first
+        commit of the key carried."""
+        self.start()
+        addr = self._broker_addr(broker_name)
+        if addr is None:
+            raise TopicNotExistError(f"broker {broker_name} has no master address in any route")
+        body = orjson.dumps(
+            {
+                "producer_group": self.group,
+                "writer": writer,
+                "batch": batch_id,
+                "halves": [list(h) for h in halves],
+                "manifest": manifest,
+            }
+        )
+        timeout_s = (timeout_ms or self.send_msg_timeout_ms * 10) / 1000
+        resp = self.rpc.call(
+            addr, RequestCode.COMMIT_TRANSACTION_BATCH, None, body, timeout_s=timeout_s
+        )
+        answer: dict[str, Any] = orjson.loads(resp.body)
+        return answer
 
     def new_msg_ids(self, count: int) -> IdBlock:
         """``count`` fresh UNIQ_KEYs, for a ``PreparedBatch`` built by the caller."""
@@ -590,6 +632,7 @@ class Producer:
         queue: MessageQueue | None = None,
         timeout_ms: int | None = None,
         born_timestamp: int | None = None,
+        half: tuple[str, int] | None = None,
     ) -> SendResult:
         """As ``send_batch`` for a batch the caller encoded (same send path, retries
         and fault avoidance). Hooks see an empty message list for it."""
@@ -605,6 +648,7 @@ class Producer:
                 message=f"batch of {len(batch.data)} bytes exceeds {self.max_message_size}",
             )
         encoded = _Encoded(topic, batch.data, batch.msg_ids, batch.record_sizes, None, born)
+        encoded.half = half
         return self._send(
             encoded, [], self.retry_times_when_send_failed, queue=queue, timeout_ms=timeout_ms
         )
@@ -873,6 +917,10 @@ class Producer:
         ext = dict(ext)
         born = encoded.born
         ext[V2["bornTimestamp"]] = str(int(time.time() * 1000) if born is None else born)
+        if encoded.half is not None:  # one half holding the batch, for a batch commit
+            ext[V2["sysFlag"]] = str(SysFlag.TRANSACTION_PREPARED)
+            ext["txWriter"], ext["txBatch"] = encoded.half[0], str(encoded.half[1])
+            del ext["offsetRuns"]
         return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, ext, encoded.data)
 
     def _result_of(
@@ -885,6 +933,8 @@ class Producer:
         r = resp.ext
         queue = MessageQueue(mq.topic, mq.broker_name, int(r["queueId"]))
         queue_offset = int(r["queueOffset"])
+        if encoded.half is not None:  # the half's place: for the batch commit
+            return SendResult(status, encoded.msg_ids[0], r["msgId"], queue, queue_offset)
         sizes = encoded.sizes
         if "offsetRuns" not in r:  # one message (or a server that answers as RocketMQ)
             given = tuple(r["msgId"].split(","))

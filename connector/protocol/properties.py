@@ -45,6 +45,10 @@ class PropertyKeys:
     ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
     PRODUCER_GROUP = "PGROUP"
     TRANSACTION_PREPARED = "TRAN_MSG"
+    # pymq: a half that carries a whole batch request, and the batch commit it waits for
+    TX_WRITER = "PYMQ_TX_WRITER"
+    TX_BATCH = "PYMQ_TX_BATCH"
+    TX_MESSAGES = "PYMQ_TX_MESSAGES"
     KEY_SEPARATOR = " "
 
 

@@ -93,6 +93,8 @@ class RequestCode(IntEnum):
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     LITE_PULL_MESSAGE = 361
+    # pymq's own: commit the batch halves of one (writer, batch) key at once (JSON body)
+    COMMIT_TRANSACTION_BATCH = 40037
 
 
 class ResponseCode(IntEnum):

@@ -6,11 +6,13 @@ The binary fast paths (batch send, pull) are described in
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "BatchCommitRequest",
+    "BatchCommitView",
     "ConsumerOffset",
     "ConsumerProgress",
     "EndTransactionRequest",
@@ -78,6 +80,24 @@ class EndTransactionRequest(_Model):
     offset_msg_id: str = Field(min_length=32, max_length=32)
     queue_offset: int = Field(default=-1, ge=-1, le=MAX_I64)
     action: Literal["commit", "rollback"]
+
+
+class BatchCommitRequest(_Model):
+    """Commit the batch halves of one key at once (pymq's batch commit)."""
+
+    producer_group: str = Field(min_length=1, max_length=255)
+    writer: str = Field(min_length=1, max_length=255)
+    batch: int = Field(ge=0, le=MAX_I64)
+    # (half queue offset, CommitLog offset) of each half, as their sends answered
+    halves: list[tuple[int, int]] = Field(max_length=1 << 20)
+    manifest: Any = None  # kept with the commit, given back to a repeated one
+
+
+class BatchCommitView(_Model):
+    already: bool  # the key was committed before: nothing changed
+    halves: list[int]  # half queue offsets committed under the key
+    messages: int
+    manifest: Any = None
 
 
 class EndTransactionView(_Model):

@@ -228,3 +228,77 @@ def test_the_rest_edge_sends_halves_and_decides_them_once(cluster: LocalCluster)
         missing = http.post("/transactions/end", json={**end, "offset_msg_id": nowhere})
         assert missing.status_code == 404, missing.text
     assert bodies(cluster, topic) == [b"held", b"plain"]
+
+
+def _half(r: Any) -> tuple[int, int]:
+    return r.queue_offset, decode_offset_msg_id(r.offset_msg_id)[1]
+
+
+def test_a_batch_commit_makes_its_halves_visible_once_and_drops_other_attempts(
+    cluster: LocalCluster,
+) -> None:
+    topic = "TxBatch"
+    writer = "query-1"
+    with producer(cluster, Listener(), "tx-batch") as tp:
+        first = tp.send(Message(topic=topic, body=b"plain"))  # the topic exists, routed
+        mq0 = first.queue
+        mq1 = type(mq0)(topic, mq0.broker_name, (mq0.queue_id + 1) % 4)
+        halves = [
+            tp.send_batch(
+                [Message(topic=topic, body=b"b7-%d-%d" % (q, i)) for i in range(50)],
+                queue=mq,
+                half=(writer, 7),
+            )
+            for q, mq in enumerate((mq0, mq1, mq0))
+        ]
+        stray = tp.send_batch([Message(topic=topic, body=b"stray")], queue=mq1, half=(writer, 7))
+        assert bodies(cluster, topic) == [b"plain"]  # halves: nothing readable
+        broker = mq0.broker_name
+        assert {_state(cluster, r) for r in halves} == {"open"}
+        answer = tp.commit_batch(broker, writer, 7, [_half(r) for r in halves], manifest={"n": 3})
+        assert {_state(cluster, r) for r in halves} == {"committed"}
+        assert answer["already"] is False and answer["messages"] == 150
+        want = sorted([b"plain"] + [b"b7-%d-%d" % (q, i) for q in range(3) for i in range(50)])
+        assert bodies(cluster, topic) == want
+        # the same key again (a re-run after a driver restart): nothing changes, and the
+        # first commit's halves and manifest come back
+        again = tp.commit_batch(broker, writer, 7, [_half(stray)], manifest={"n": 1})
+        assert again["already"] is True
+        assert again["halves"] == sorted(r.queue_offset for r in halves)
+        assert again["manifest"] == {"n": 3}
+        # the stray attempt of that key is rolled back by the next check pass
+        wait_until(
+            lambda: _state(cluster, stray) == "rolled_back", 30,
+            what="the stray half rolled back",
+        )  # fmt: skip
+        assert bodies(cluster, topic) == want
+
+
+def _state(cluster: LocalCluster, r: Any) -> str:
+    """A half's state, as the broker's REST API tells it (changing nothing)."""
+    url = f"http://{cluster.brokers[0].http_addr}/transactions/{r.queue_offset}"
+    got = httpx.get(url, timeout=10)
+    assert got.status_code == 200, got.text
+    state: str = got.json()["state"]
+    return state
+
+
+def test_a_batch_commit_is_all_or_none_and_an_abandoned_batch_rolls_back(
+    cluster: LocalCluster,
+) -> None:
+    topic = "TxBatchBad"
+    with producer(cluster, Listener(), "tx-batch-bad") as tp:
+        first = tp.send(Message(topic=topic, body=b"plain"))
+        mq = first.queue
+        mine = tp.send_batch([Message(topic=topic, body=b"mine")], queue=mq, half=("w", 1))
+        other = tp.send_batch([Message(topic=topic, body=b"other")], queue=mq, half=("w", 2))
+        with pytest.raises(PyMQError, match="not one of batch 1"):
+            tp.commit_batch(mq.broker_name, "w", 1, [_half(mine), _half(other)])
+        assert bodies(cluster, topic) == [b"plain"]  # nothing of it committed
+        # never committed: both roll back after the timeout and the last check pass
+        for r in (mine, other):
+            wait_until(lambda r=r: _state(cluster, r) == "rolled_back", 30,
+                       what="the abandoned halves rolled back")  # fmt: skip
+        with pytest.raises(TransactionDecidedError, match="rolled back already"):
+            tp.commit_batch(mq.broker_name, "w", 1, [_half(mine)])
+    assert bodies(cluster, topic) == [b"plain"]

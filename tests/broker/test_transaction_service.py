@@ -1,0 +1,145 @@
+"""The transaction service on a real store: a batch commit cut by a crash at any point
+is finished on the next start, exactly once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.store.config import StoreConfig
+from broker.store.inner import MessageInner
+from broker.store.store import MessageStore
+from broker.transaction import COMMIT, TransactionService
+from connector.protocol.batch import encode_batch
+from connector.protocol.names import TRANS_HALF_TOPIC
+from connector.protocol.properties import PropertyKeys as P
+from connector.protocol.properties import encode_properties
+from tests.broker.store.conftest import SMALL
+
+TOPIC = "TxReal"
+PER_HALF = 30
+
+
+class Crash(Exception):
+    """Stands for kill -9 at that point: nothing after it runs."""
+
+
+def open_store(path: Path) -> MessageStore:
+    store = MessageStore(StoreConfig(store_dir=path, **SMALL))
+    store.start()
+    return store
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path / "store"
+
+
+def batch_half(store: MessageStore, n: int, writer: str = "w", batch: int = 5) -> tuple[int, int]:
+    """A batch half of ``PER_HALF`` messages for queue ``n % 2`` of TOPIC, as the broker
+    stores one: (half queue offset, CommitLog offset)."""
+    entries = [
+        (b"h%d-m%d" % (n, i), 0, encode_properties({P.UNIQ_KEY: f"U{n:04d}{i:04d}"}))
+        for i in range(PER_HALF)
+    ]
+    props = {
+        P.REAL_TOPIC: TOPIC, P.REAL_QUEUE_ID: str(n % 2), P.TRANSACTION_PREPARED: "true",
+        P.PRODUCER_GROUP: "g", P.TX_WRITER: writer, P.TX_BATCH: str(batch),
+        P.TX_MESSAGES: str(PER_HALF),
+    }  # fmt: skip
+    put = store.put_message(
+        MessageInner(
+            TRANS_HALF_TOPIC, 0, encode_batch(entries), encode_properties(props), born_timestamp=1
+        )
+    )
+    assert put.ok and put.append is not None
+    return put.append.queue_offset, put.append.wrote_offset
+
+
+def real_bodies(store: MessageStore) -> list[bytes]:
+    out: list[bytes] = []
+    for qid in (0, 1):
+        got = store.get_message(TOPIC, qid, 0, 10_000)
+        out += [m.body for m in _decode(got)]
+    return sorted(out)
+
+
+def _decode(got: Any) -> list[Any]:
+    from connector.protocol.record import decode_record
+
+    msgs = []
+    for run in got.runs:
+        pos = 0
+        while pos < len(run.data):
+            m = decode_record(run.data, pos)
+            msgs.append(m)
+            pos += m.store_size
+    return msgs
+
+
+def crash_on(calls: int, real: Callable[..., Any]) -> Callable[..., Any]:
+    """``real``, that raises Crash on its ``calls``-th call instead."""
+    count = 0
+
+    def wrapped(*args: Any) -> Any:
+        nonlocal count
+        count += 1
+        if count == calls:
+            raise Crash
+        return real(*args)
+
+    return wrapped
+
+
+@pytest.mark.parametrize(
+    ("where", "calls"),
+    [("_apply", 2), ("_apply", 3), ("_write_op", 1), ("_write_op", 3)],
+    ids=["before-2nd-append", "before-3rd-append", "after-1st-append", "after-3rd-append"],
+)
+def test_a_batch_commit_cut_short_is_finished_on_start_exactly_once(
+    store_dir: Path, where: str, calls: int
+) -> None:
+    store = open_store(store_dir)
+    halves = [batch_half(store, n) for n in range(3)]
+    svc = TransactionService(store, BrokerConfig())
+    svc.load()
+    setattr(svc, where, crash_on(calls, getattr(svc, where)))
+    with pytest.raises(Crash):
+        svc.commit_batch("g", "w", 5, halves, manifest={"all": 3})
+    store.close()  # killed: no clean shutdown
+
+    again = open_store(store_dir)
+    try:
+        after = TransactionService(again, BrokerConfig())
+        after.load()  # reads the commit record, finishes what it names
+        want = sorted(b"h%d-m%d" % (n, i) for n in range(3) for i in range(PER_HALF))
+        assert real_bodies(again) == want  # every message once, none twice
+        assert {after.state(q) for q, _ in halves} == {"committed"}
+        repeat = after.commit_batch("g", "w", 5, halves[:1])
+        assert repeat.already and repeat.halves == [q for q, _ in halves]
+        assert repeat.manifest == {"all": 3}
+        assert real_bodies(again) == want
+    finally:
+        again.shutdown()
+
+
+def test_a_commit_with_a_rolled_back_half_changes_nothing(store_dir: Path) -> None:
+    store = open_store(store_dir)
+    try:
+        halves = [batch_half(store, n) for n in range(2)]
+        svc = TransactionService(store, BrokerConfig())
+        svc.load()
+        q, phys = halves[1]
+        svc.end("g", q, phys, "ROLLBACK")
+        with pytest.raises(Exception, match="rolled back already"):
+            svc.commit_batch("g", "w", 5, halves)
+        assert real_bodies(store) == []
+        assert svc.state(halves[0][0]) == "open"
+        assert svc.end("g", *halves[0], COMMIT).decision == COMMIT  # a batch half alone
+        assert len(real_bodies(store)) == PER_HALF
+    finally:
+        store.shutdown()
