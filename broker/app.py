@@ -198,6 +198,7 @@ def create_app(controller: BrokerController) -> FastAPI:
         """The check pass's progress through the half topic, and what it did."""
         tx = ctrl.transactions
         return {
+            "halves": tx.halves_stored,
             "half_progress": tx.half_progress,
             "undecided": await asyncio.to_thread(lambda: tx.undecided),
             "check_backs_sent": tx.checked,

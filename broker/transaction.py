@@ -506,6 +506,12 @@ class TransactionService:
         return "open" if prior is None else "committed" if prior == COMMIT else "rolled_back"
 
     @property
+    def halves_stored(self) -> int:
+        """Halves ever stored here (the half queue's end)."""
+        cq = self.store.consume_queue(TRANS_HALF_TOPIC, 0)
+        return cq.max_offset if cq is not None else 0
+
+    @property
     def undecided(self) -> int:
         """Halves past the check pass's progress not decided yet."""
         cq = self.store.consume_queue(TRANS_HALF_TOPIC, 0)

@@ -590,7 +590,7 @@ class Producer:
         broker_name: str,
         writer: str,
         batch_id: int,
-        halves: Sequence[tuple[int, int]],
+        halves: Sequence[Sequence[int]],
         *,
         manifest: Any = None,
         timeout_ms: int | None = None,
@@ -602,9 +602,7 @@ class Producer:
         answers ``{"already": True, ...}`` with the halves and ``manifest`` the first
         commit of the key carried."""
         self.start()
-        addr = self._broker_addr(broker_name)
-        if addr is None:
-            raise TopicNotExistError(f"broker {broker_name} has no master address in any route")
+        addr = self._master_addr(broker_name)
         body = orjson.dumps(
             {
                 "producer_group": self.group,
@@ -620,6 +618,33 @@ class Producer:
         )
         answer: dict[str, Any] = orjson.loads(resp.body)
         return answer
+
+    def rollback_half(self, broker_name: str, half_offset: int, commit_log_offset: int) -> None:
+        """END_TRANSACTION rollback of the half at ``commit_log_offset`` on ``broker_name``
+        (a batch half's, say); TransactionDecidedError if it was committed."""
+        self.start()
+        ext = {
+            "producerGroup": self.group,
+            "tranStateTableOffset": str(half_offset),
+            "commitLogOffset": str(commit_log_offset),
+            "commitOrRollback": str(SysFlag.TRANSACTION_ROLLBACK),
+            "fromTransactionCheck": "false",
+        }
+        self.rpc.call(
+            self._master_addr(broker_name), RequestCode.END_TRANSACTION, ext,
+            timeout_s=self.send_msg_timeout_ms / 1000,
+        )  # fmt: skip
+
+    def _master_addr(self, broker_name: str) -> str:
+        """A broker name's master: from the routes known, else the NameServer's clusters."""
+        addr = self._broker_addr(broker_name)
+        if addr is None:
+            for group in self.namesrv.cluster_info().brokers:
+                if group.broker_name == broker_name:
+                    addr = group.master_addr()
+        if addr is None:
+            raise TopicNotExistError(f"broker {broker_name} has no live master")
+        return addr
 
     def new_msg_ids(self, count: int) -> IdBlock:
         """``count`` fresh UNIQ_KEYs, for a ``PreparedBatch`` built by the caller."""

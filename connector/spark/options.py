@@ -420,15 +420,14 @@ class WriteOptions:
     retry_times_when_send_failed: int
     send_msg_timeout_ms: int
     batch_size: int
+    exactly_once: bool = False  # deliveryGuarantee=exactly-once
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
         check_names(options, write=True)
         _security(options)
         guarantee = (_get(options, "deliveryGuarantee") or "at-least-once").lower()
-        if guarantee == "exactly-once":
-            raise ConfigError("option deliveryGuarantee: exactly-once is not supported yet")
-        if guarantee != "at-least-once":
+        if guarantee not in ("at-least-once", "exactly-once"):
             raise ConfigError(
                 f"option deliveryGuarantee: at-least-once or exactly-once, not {guarantee!r}"
             )
@@ -441,4 +440,5 @@ class WriteOptions:
             retry_times_when_send_failed=_int(options, "retryTimesWhenSendFailed", 2, 0),
             send_msg_timeout_ms=_int(options, "sendMsgTimeoutMs", 3000),
             batch_size=_int(options, "batchSize", 10000),
+            exactly_once=guarantee == "exactly-once",
         )

@@ -20,7 +20,10 @@ Frames of ``body``, ``tags``, one ``topic``, ``shardingKey`` and
 ``queueId`` are encoded column-wise in compiled code (``encode.py``) and
 sent with ``Producer.send_prepared_batch``: the same send path, no Python
 object per row. Delivery is at-least-once: a task that fails and is
-retried by Spark sends its rows again (the UNIQ_KEYs differ then).
+retried by Spark sends its rows again (the UNIQ_KEYs differ then). With
+``deliveryGuarantee=exactly-once`` every request is a transactional batch
+half that Spark's commit makes visible (``exactly_once.py``); rows with a
+``delayLevel`` cannot be sent so.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +47,8 @@ from pyspark.sql.types import (
 
 from connector.errors import ConfigError, MessageIllegalError
 from connector.protocol.message import Message, MessageQueue
+from connector.spark import exactly_once
+from connector.spark.exactly_once import Half, half_of
 from connector.spark.options import WriteOptions
 from connector.spark.routing import ANY_QUEUE, QueueRouter, groups
 
@@ -70,6 +75,28 @@ WRITE_COLUMNS = (
 class SinkCommitMessage(WriterCommitMessage):
     messages: int
     requests: int
+    # exactly-once: the task's key and halves (broker, half queue offset, CommitLog
+    # offset, messages), committed by the driver
+    writer: str = ""
+    batch: int = -1
+    halves: list[Half] = field(default_factory=list)
+
+
+def commit_halves(opts: WriteOptions, messages: list[WriterCommitMessage | None]) -> int:
+    """Exactly-once: the driver's commit of the tasks' halves; messages made visible."""
+    done = [m for m in messages if isinstance(m, SinkCommitMessage) and m.halves]
+    if not done:
+        return 0
+    keys = {(m.writer, m.batch) for m in done}
+    if len(keys) != 1:
+        raise ConfigError(f"exactly-once: the tasks of one batch wrote under {sorted(keys)}")
+    ((writer, batch),) = keys
+    return exactly_once.commit(opts, writer, batch, [h for m in done for h in m.halves])
+
+
+def abort_halves(opts: WriteOptions, messages: list[WriterCommitMessage | None]) -> None:
+    halves = [h for m in messages if isinstance(m, SinkCommitMessage) for h in m.halves]
+    exactly_once.abort(opts, halves)
 
 
 def check_write_schema(opts: WriteOptions, schema: StructType) -> None:
@@ -89,22 +116,33 @@ def check_write_schema(opts: WriteOptions, schema: StructType) -> None:
     unknown = names - set(WRITE_COLUMNS)
     if unknown:
         raise ConfigError(f"columns not understood by the pymq sink: {sorted(unknown)}")
+    if opts.exactly_once and "delayLevel" in names:
+        raise ConfigError(
+            "deliveryGuarantee=exactly-once cannot send delayed messages (column delayLevel)"
+        )
 
 
 class PyMQBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
         check_write_schema(opts, schema)
         self.opts = opts
+        self.write_id = exactly_once.new_write_id() if opts.exactly_once else None
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
-        return write_batches(self.opts, iterator)
+        return write_batches(self.opts, iterator, write_id=self.write_id)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         sent = sum(m.messages for m in messages if isinstance(m, SinkCommitMessage))
+        if self.opts.exactly_once:
+            commit_halves(self.opts, messages)
         log.info("pymq sink: %d messages from %d tasks", sent, len(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         sent = sum(m.messages for m in messages if isinstance(m, SinkCommitMessage))
+        if self.opts.exactly_once:
+            abort_halves(self.opts, messages)
+            log.warning("pymq sink aborted: %d messages rolled back", sent)
+            return
         log.warning("pymq sink aborted after %d messages were sent (at-least-once)", sent)
 
 
@@ -205,10 +243,18 @@ class _TaskWriter:
     delay level (batches cannot carry one), which are sent alone.
     """
 
-    def __init__(self, opts: WriteOptions, producer: Producer, sends: _Sends) -> None:
+    def __init__(
+        self,
+        opts: WriteOptions,
+        producer: Producer,
+        sends: _Sends,
+        half: tuple[str, int] | None = None,
+    ) -> None:
         self.opts = opts
         self.producer = producer
         self.sends = sends
+        self.half = half  # exactly-once: every request a batch half of this key
+        self.halves: list[Half] = []  # list.append: safe from the pool's threads
         self.router = QueueRouter()
         self.sent = self.requests = 0
         self.pending: dict[tuple[str, MessageQueue | None], list[Message]] = {}
@@ -253,9 +299,8 @@ class _TaskWriter:
                     producer.new_msg_ids(chunk.num_rows),
                     producer.max_message_size,
                 )
-                self.sends.submit(
-                    queue, partial(producer.send_prepared_batch, prepared, queue=queue)
-                )
+                send = partial(producer.send_prepared_batch, prepared, queue=queue, half=self.half)
+                self.sends.submit(queue, self._noted(send, chunk.num_rows))
                 self.sent += chunk.num_rows
                 self.requests += 1
 
@@ -284,6 +329,8 @@ class _TaskWriter:
             )
             queues = self.producer.publish_info(topic).message_queues
             queue = self.router.row_queue(queues, queue_id, sharding)
+            if msg.delay_level and self.half is not None:
+                raise MessageIllegalError("exactly-once cannot send a delayed message")
             if msg.delay_level:  # a batch cannot carry a delay level: alone, in order
                 self.flush((topic, queue))
                 send = partial(self.producer.send, msg, queue=queue, born_timestamp=born)
@@ -312,8 +359,10 @@ class _TaskWriter:
         born = self.pending_born.pop(key, None)
         if msgs:
             queue = key[1]
-            send = partial(self.producer.send_batch, msgs, queue=queue, born_timestamp=born)
-            self.sends.submit(queue, send)
+            send = partial(
+                self.producer.send_batch, msgs, queue=queue, born_timestamp=born, half=self.half
+            )
+            self.sends.submit(queue, self._noted(send, len(msgs)))
             self.sent += len(msgs)
             self.requests += 1
 
@@ -321,8 +370,22 @@ class _TaskWriter:
         for key in list(self.pending):
             self.flush(key)
 
+    def _noted(self, send: Callable[[], Any], messages: int) -> Callable[[], Any]:
+        """``send``, whose half (exactly-once) goes into the task's list once stored."""
+        if self.half is None:
+            return send
 
-def write_batches(opts: WriteOptions, batches: Iterator[Any]) -> SinkCommitMessage:
+        def noted() -> Any:
+            result = send()
+            self.halves.append(half_of(result, messages))
+            return result
+
+        return noted
+
+
+def write_batches(
+    opts: WriteOptions, batches: Iterator[Any], *, write_id: str | None = None
+) -> SinkCommitMessage:
     """Send every row of the Arrow batches (runs on an executor).
 
     The task borrows its executor process's ``Producer`` for these settings
@@ -340,12 +403,15 @@ def write_batches(opts: WriteOptions, batches: Iterator[Any]) -> SinkCommitMessa
         send_msg_timeout_ms=opts.send_msg_timeout_ms,
     ) as producer:
         sends = _Sends(MAX_IN_FLIGHT)
+        key = exactly_once.task_key(write_id) if opts.exactly_once else None
         try:
-            task = _TaskWriter(opts, producer, sends)
+            task = _TaskWriter(opts, producer, sends, key)
             for batch in batches:
                 task.write(batch)
             task.flush_all()
             sends.drain()  # every send answered before the producer serves another task
         finally:
             sends.close()
-    return SinkCommitMessage(messages=task.sent, requests=task.requests)
+    if key is None:
+        return SinkCommitMessage(messages=task.sent, requests=task.requests)
+    return SinkCommitMessage(task.sent, task.requests, key[0], key[1], task.halves)

@@ -32,7 +32,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 
 from connector.spark.limits import Admission, TriggerLimits, default_read_limit, split_limit
 from connector.spark.options import ReadOptions, WriteOptions
-from connector.spark.sink import SinkCommitMessage, write_batches
+from connector.spark.sink import SinkCommitMessage, abort_halves, commit_halves, write_batches
 from connector.spark.source import QueueRange, read_range, split_ranges
 
 __all__ = ["PyMQStreamReader", "PyMQStreamWriter", "RefusedStreamReader", "split_limit"]
@@ -294,10 +294,16 @@ class PyMQStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         sent = sum(m.messages for m in messages if isinstance(m, SinkCommitMessage))
+        if self.opts.exactly_once:
+            sent = commit_halves(self.opts, messages)
         log.info("pymq sink: micro-batch %d sent %d messages", batchId, sent)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         sent = sum(m.messages for m in messages if isinstance(m, SinkCommitMessage))
+        if self.opts.exactly_once:
+            abort_halves(self.opts, messages)
+            log.warning("pymq sink: micro-batch %d aborted, %d messages rolled back", batchId, sent)
+            return
         log.warning(
             "pymq sink: micro-batch %d aborted after %d messages (at-least-once)", batchId, sent
         )

@@ -1,0 +1,149 @@
+"""deliveryGuarantee=exactly-once with a real SparkSession and two brokers: a task that
+fails after sending part of its rows, a batch Spark runs again after its commit (the
+driver died before recording it), a one-off write; each source row in the sink once."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from connector import Admin
+from connector.errors import ConfigError
+from connector.server.local import LocalCluster
+from tests.broker.server.conftest import wait_until
+from tests.spark.queue_fill import fill_queues
+
+ROWS = 3000
+
+
+def create_topic(cluster: LocalCluster, topic: str) -> None:
+    with Admin(namesrv=cluster.namesrv_addr) as admin:
+        admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
+        wait_until(
+            lambda: len({q.broker_name for q in admin.topic_route(topic).queues}) == 2, 15,
+            what=f"{topic} routed to both brokers",
+        )  # fmt: skip
+
+
+def sink_bodies(spark: Any, cluster: LocalCluster, topic: str) -> Counter[bytes]:
+    df = spark.read.format("pymq").option("namesrv", cluster.namesrv_addr).option("topic", topic)
+    return Counter(bytes(r.body) for r in df.load().select("body").collect())
+
+
+def etl(spark: Any, cluster: LocalCluster, source: str, sink: str, ck: Path, fail: Path) -> Any:
+    """source -> sink, exactly-once, 500 rows a micro-batch, requests of 100 rows; a row
+    whose body ends in 7 (one in ten) fails its task while the file ``fail`` exists."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType
+
+    marker = str(fail)
+
+    def check(body: bytes) -> bytes:
+        if body.endswith(b"77 ") and os.path.exists(marker):
+            raise RuntimeError("the task fails after some of its requests went out")
+        return body
+
+    passthrough = F.udf(check, BinaryType())
+    stream = (
+        spark.readStream.format("pymq").option("namesrv", cluster.namesrv_addr)
+        .option("topic", source).option("startingOffsets", "earliest")
+        .option("maxMessagesPerTrigger", "500").load()
+    )  # fmt: skip
+    return (
+        stream.select(passthrough("body").alias("body"), "tags")
+        .writeStream.format("pymq").option("namesrv", cluster.namesrv_addr)
+        .option("topic", sink).option("deliveryGuarantee", "exactly-once")
+        .option("batchSize", "100").option("checkpointLocation", str(ck))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+
+
+def half_states(cluster: LocalCluster) -> Counter[str]:
+    """Halves stored and halves undecided, on both brokers."""
+    out: Counter[str] = Counter()
+    for b in cluster.brokers:
+        tx = httpx.get(f"http://{b.http_addr}/transactions", timeout=10).json()
+        out["halves"] += tx["halves"]
+        out["undecided"] += tx["undecided"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
+    env.update(
+        PYMQ_REGISTER_NAME_SERVER_PERIOD_MS="500",
+        PYMQ_TRANSACTION_CHECK_INTERVAL_MS="300",  # strays rolled back soon
+    )
+    with LocalCluster(tmp_path_factory.mktemp("eo"), brokers=2, env=env) as c:
+        yield c
+
+
+def test_a_failed_task_and_a_rerun_batch_leave_every_row_once(
+    spark: Any, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    source, sink = "EoSource", "EoSink"
+    create_topic(cluster, source)
+    create_topic(cluster, sink)
+    sent = fill_queues(cluster.namesrv_addr, source, ROWS)
+    ck, fail = tmp_path / "ck", tmp_path / "fail"
+    fail.touch()
+    # rows reach the sink's tasks 100 at a time: a task sends requests before it fails
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+    try:
+        first = etl(spark, cluster, source, sink, ck, fail)
+        with pytest.raises(Exception, match="the task fails after some of its requests went"):
+            first.awaitTermination(180)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    # the failed batch's requests were stored as halves, none visible
+    assert half_states(cluster)["halves"] > 0
+    assert sink_bodies(spark, cluster, sink) == Counter()
+    fail.unlink()
+    second = etl(spark, cluster, source, sink, ck, fail)
+    second.awaitTermination(300)
+    assert second.exception() is None
+    assert sink_bodies(spark, cluster, sink) == Counter(sent)  # each row once
+    # Spark runs the last batch again, as after a driver that died between the commit
+    # and recording it in the checkpoint: the brokers answer "already committed"
+    last = max(int(p.name) for p in (ck / "commits").iterdir() if p.name.isdigit())
+    (ck / "commits" / str(last)).unlink()
+    shutil.rmtree(ck / "commits" / f".{last}.crc", ignore_errors=True)
+    (ck / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    third = etl(spark, cluster, source, sink, ck, fail)
+    third.awaitTermination(300)
+    assert third.exception() is None
+    assert (ck / "commits" / str(last)).exists()  # the batch ran again
+    assert sink_bodies(spark, cluster, sink) == Counter(sent)
+    # its second run's halves, and the failed task's, are rolled back by the brokers
+    wait_until(lambda: half_states(cluster)["undecided"] == 0, 60, what="no half left open")
+
+
+def test_a_one_off_write_is_all_or_nothing(spark: Any, cluster: LocalCluster) -> None:
+    topic = "EoBatchWrite"
+    create_topic(cluster, topic)
+    rows = [(b"w-%d" % i,) for i in range(2000)]
+    df = spark.createDataFrame(rows, "body binary").repartition(3)
+    (
+        df.write.format("pymq").option("namesrv", cluster.namesrv_addr).option("topic", topic)
+        .option("deliveryGuarantee", "exactly-once").option("batchSize", "300")
+        .mode("append").save()
+    )  # fmt: skip
+    assert sink_bodies(spark, cluster, topic) == Counter(r[0] for r in rows)
+
+
+def test_exactly_once_refuses_delayed_rows(spark: Any, cluster: LocalCluster) -> None:
+    df = spark.createDataFrame([(b"x", 3)], "body binary, delayLevel int")
+    with pytest.raises(Exception, match="exactly-once cannot send delayed messages"):
+        (
+            df.write.format("pymq").option("namesrv", cluster.namesrv_addr)
+            .option("topic", "EoDelay").option("deliveryGuarantee", "exactly-once")
+            .mode("append").save()
+        )  # fmt: skip
+    assert issubclass(ConfigError, Exception)
