@@ -1,12 +1,15 @@
 """Topic-to-topic streaming ETL that survives restarts (a template to adapt).
 
     python jobs/etl.py --namesrv 127.0.0.1:9876 --source-topic in --sink-topic out \\
-        --checkpoint /tmp/etl-ck [--available-now] [--consumer-group etl]
+        --checkpoint /tmp/etl-ck [--available-now] [--consumer-group etl] [--exactly-once]
     spark-submit jobs/etl.py ...
 
 Copies each message unchanged (body, tags, keys) and adds the property
 ``etl_source_msg_id`` (the source message's msgId) so readers can drop the
-duplicates at-least-once delivery may bring after a crash. Progress lives in
+duplicates at-least-once delivery may bring after a crash. With
+``--exactly-once`` (``deliveryGuarantee=exactly-once``) there are none: a
+micro-batch's messages become visible when Spark commits it, once, even if
+the job is killed (``kill -9``) at any point and restarted. Progress lives in
 the checkpoint: a restarted job goes on where the last committed micro-batch
 ended. Replace ``transform`` with your own logic.
 """
@@ -44,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--available-now", action="store_true", help="drain what is there, then exit")
     ap.add_argument("--consumer-group", default=None, help="commit offsets so lag is visible")
     ap.add_argument("--max-per-trigger", type=int, default=10_000)
+    ap.add_argument(
+        "--exactly-once", action="store_true", help="each source message in the sink once"
+    )
     args = ap.parse_args(argv)
     spark = get_spark("pymq-etl")
     reader = (
@@ -62,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         .option("topic", args.sink_topic)
         .option("checkpointLocation", args.checkpoint)
     )
+    if args.exactly_once:
+        writer = writer.option("deliveryGuarantee", "exactly-once")
     if args.available_now:
         writer = writer.trigger(availableNow=True)
     query = writer.start()
