@@ -32,9 +32,10 @@ from broker.rest import (
     send_result,
     send_single,
 )
+from broker.store.results import PutMessageStatus
 from broker.transaction import COMMIT, ROLLBACK
 from connector import __version__
-from connector.errors import UnsupportedMediaTypeError
+from connector.errors import ServiceNotAvailableError, UnsupportedMediaTypeError
 from connector.protocol.hashing import parse_tags
 from connector.protocol.msgid import decode_offset_msg_id
 from connector.protocol.rest import (
@@ -97,6 +98,16 @@ async def _json_body(request: Request) -> None:
 
 
 JsonBody = Depends(_json_body)
+
+
+async def _replicated(ctrl: BrokerController) -> None:
+    """SYNC_MASTER: a transaction's decision answers once the in-sync slaves have it."""
+    status = await ctrl.replicated()
+    if status is not PutMessageStatus.PUT_OK:
+        raise ServiceNotAvailableError(
+            f"the decision is taken here but not known to be on the slaves ({status.value}); "
+            "asking again changes nothing"
+        )
 
 
 def create_app(controller: BrokerController) -> FastAPI:
@@ -188,6 +199,7 @@ def create_app(controller: BrokerController) -> FastAPI:
             ctrl.transactions.end, req.producer_group, req.queue_offset, commit_log_offset,
             decision,
         )  # fmt: skip
+        await _replicated(ctrl)
         return EndTransactionView.model_validate(
             {"decision": result.decision, "already": result.already,
              "half_queue_offset": result.half_offset}
@@ -220,6 +232,7 @@ def create_app(controller: BrokerController) -> FastAPI:
             ctrl.transactions.commit_batch, req.producer_group, req.writer, req.batch,
             [(q, p) for q, p in req.halves], req.manifest,
         )  # fmt: skip
+        await _replicated(ctrl)
         return BatchCommitView(
             already=result.already, halves=result.halves, messages=result.messages,
             manifest=result.manifest,

@@ -36,7 +36,7 @@ from broker.schedule import ScheduleMessageService
 from broker.store.epochs import EpochFile
 from broker.store.offsets import ConsumerOffsetTable
 from broker.store.replica import ReplicaLog
-from broker.store.results import PutMessageResult, RecoveryReport
+from broker.store.results import PutMessageResult, PutMessageStatus, RecoveryReport
 from broker.store.store import MessageStore
 from broker.store.topics import TopicConfigTable
 from broker.store.warmup import warm_up_kernels
@@ -315,6 +315,13 @@ class BrokerController:
         )
 
     # -- send helpers ------------------------------------------------------------------
+
+    async def replicated(self) -> PutMessageStatus:
+        """SYNC_MASTER: once every in-sync slave has the log as it is now (a transaction's
+        decision, written off the send path); PUT_OK at once on other roles."""
+        if self.ha is None or not self.ha.sync:
+            return PutMessageStatus.PUT_OK
+        return await self.ha.wait_replicated(self.store.commit_log.max_offset())
 
     async def stored(self, outcome: SendOutcome) -> PutMessageResult:
         """The append's result once it is as durable as the flush mode promises

@@ -479,8 +479,9 @@ class TransactionService:
             self._checks.pop(progress, None)
             progress += 1
         self.half_progress = progress
-        for key in [k for k, c in self._batches.items() if all(h < progress for h in c.halves)]:
-            del self._batches[key]  # still found by its key (the index) if asked again
+        if self.store.config.message_index_enable:  # else kept: no key lookup to fall back on
+            for key in [k for k, c in self._batches.items() if all(h < progress for h in c.halves)]:
+                del self._batches[key]  # still found by its key (the index) if asked again
         self.op_progress = min(
             [op for _, op in decided.values()] + [c.op_offset for c in self._batches.values()],
             default=self._ops_read,

@@ -24,13 +24,14 @@ import orjson
 from pydantic import ValidationError
 
 from broker.controller import BrokerController
+from broker.store.results import PutMessageStatus
 from broker.transaction import COMMIT, ROLLBACK
 from connector.errors import MessageIllegalError
 from connector.protocol.message import MessageExt, SysFlag
 from connector.protocol.msgid import encode_host
 from connector.protocol.properties import PropertyKeys, encode_properties
 from connector.protocol.record import encode_record
-from connector.protocol.remoting import RemotingCommand, RequestCode
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.rest import BatchCommitRequest
 from connector.server.remoting import Channel, Ext
 
@@ -38,6 +39,10 @@ __all__ = ["TransactionHandlers", "check_request", "parse_batch_commit"]
 
 log = logging.getLogger(__name__)
 _DECISIONS = {SysFlag.TRANSACTION_COMMIT: COMMIT, SysFlag.TRANSACTION_ROLLBACK: ROLLBACK}
+_NOT_REPLICATED = {
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
 ASK_TIMEOUT_S = 5.0  # the check thread's wait for the event loop to send a check-back
 
 
@@ -64,7 +69,7 @@ class TransactionHandlers:
         )
         done = "committed" if result.decision == COMMIT else "rolled back"
         remark = f"already {done}" if result.already else done
-        return request.response(remark=remark)
+        return self._replicated(request, await ctrl.replicated(), remark=remark)
 
     async def commit_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """COMMIT_TRANSACTION_BATCH (pymq's 40037): body JSON ``{"producer_group",
@@ -76,7 +81,18 @@ class TransactionHandlers:
         result = await asyncio.to_thread(ctrl.transactions.commit_batch, *req)
         body = {"already": result.already, "halves": result.halves,
                 "messages": result.messages, "manifest": result.manifest}  # fmt: skip
-        return request.response(body=orjson.dumps(body))
+        return self._replicated(request, await ctrl.replicated(), body=orjson.dumps(body))
+
+    @staticmethod
+    def _replicated(
+        request: RemotingCommand, status: PutMessageStatus, *, remark: str = "", body: bytes = b""
+    ) -> RemotingCommand:
+        """The answer: SUCCESS, or (SYNC_MASTER) the slave status of a decision taken here
+        but not known to be on the slaves: a client asks again (it changes nothing)."""
+        code = _NOT_REPLICATED.get(status, ResponseCode.SUCCESS)
+        if code != ResponseCode.SUCCESS:
+            remark = f"{remark}; {status.value}: not known to be on the slaves yet"
+        return request.response(code, remark=remark or None, body=body)
 
     def ask(self, group: str, half: MessageExt) -> bool:
         """From the check thread: CHECK_TRANSACTION_STATE to a live producer of ``group``

@@ -490,3 +490,34 @@ def test_delay_progress_reaches_the_slave(servers: Servers, tmp_path: Path) -> N
 
     # kept by the slave, so a promoted slave does not deliver the message a second time
     wait_until(slave_progress, 15, what="the delay progress in the slave's store")
+
+
+def test_a_sync_masters_transaction_decision_is_on_the_slave_when_answered(
+    servers: Servers, tmp_path: Path
+) -> None:
+    """END_TRANSACTION on a SYNC_MASTER answers once the in-sync slave has the decision:
+    a master killed right after the answer leaves the committed message on the slave."""
+    ns = servers.namesrv()
+    m = master(servers, ns.addr, role="SYNC_MASTER")
+    s = slave(servers, ns.addr, tmp_path / "slave")
+    create_topic(m.http_addr, TOPIC)
+    wait_until(
+        lambda: HTTP.post(url(m.http_addr, "topics", TOPIC, "messages"), json={"body": "warm"})
+        .json()["status"] == "SEND_OK",
+        20, interval_s=0.2, what="the slave in sync",
+    )  # fmt: skip
+    half = HTTP.post(
+        url(m.http_addr, "topics", TOPIC, "messages"),
+        json={"body": "decided", "transaction_group": "tx-ha", "queue_id": 2},
+    ).json()
+    end = HTTP.post(
+        url(m.http_addr, "transactions", "end"),
+        json={"producer_group": "tx-ha", "offset_msg_id": half["offset_msg_id"],
+              "queue_offset": half["queue_offset"], "action": "commit"},
+    )  # fmt: skip
+    assert end.status_code == 200, end.text
+    m.kill()
+    wait_until(
+        lambda: b"decided" in [r.body for r in pull_all_records(s.http_addr, TOPIC, 2)], 10,
+        what="the committed message readable on the slave",
+    )  # fmt: skip
