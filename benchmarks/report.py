@@ -4,17 +4,19 @@
                                 [--headline]
 
 Reads what ``run_all.py`` left in the results dir (``run.json``, and
-``limits``, ``store``, ``server``, ``client``, ``spark``, ``peers``, ``ha``
-``.json``; a missing one is reported as not run) and writes the report: the
-machine, the date, the exact commands, pymq against the targets and the best
-peer, the physical limits and pymq's figures as a fraction of them, every
-figure as median (min-max), and what was noisy. The targets are issue #23's,
-each next to the peer it names, measured in the same run, and the replication
-targets (goals defined in ``ha_bench``), each against another setup of the
-same ``ha_bench`` run (SYNC_MASTER vs ASYNC_MASTER vs no slave) or Redis in
-the same minutes; the broker's two edges (remoting through pymq's client,
-REST through httpx and through a raw socket) side by side come from
-``server_bench``. ``--headline`` prints only the tables the README's
+``limits``, ``store``, ``server``, ``client``, ``spark``, ``peers``, ``ha``,
+``tx`` ``.json``; a missing one is reported as not run) and writes the
+report: the machine, the date, the exact commands, pymq against the targets
+and the best peer, the physical limits and pymq's figures as a fraction of
+them, every figure as median (min-max), and what was noisy. The targets are
+issue #23's, each next to the peer it names, measured in the same run; the
+replication targets (goals defined in ``ha_bench``), each against another
+setup of the same ``ha_bench`` run (SYNC_MASTER vs ASYNC_MASTER vs no slave)
+or Redis in the same minutes; and the transactions target (goal defined in
+``tx_bench``), the exactly-once Spark sink against the at-least-once one of
+the same run, checked on the runs' own ratios. The broker's two edges
+(remoting through pymq's client, REST through httpx and through a raw
+socket) side by side come from ``server_bench``. ``--headline`` prints only the tables the README's
 "Benchmarks" section shows: the targets next to the peers, and remoting vs
 REST.
 """
@@ -34,12 +36,13 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import ha_bench  # noqa: E402
+import tx_bench  # noqa: E402
 from peers_bench import BATCH_TOPIC, ROWS, SYSTEMS  # noqa: E402
 
 from connector.protocol.msgid import UniqKeyGenerator  # noqa: E402
 from connector.protocol.record import record_size  # noqa: E402
 
-STEPS = ("limits", "store", "server", "client", "spark", "peers", "ha")
+STEPS = ("limits", "store", "server", "client", "spark", "peers", "ha", "tx")
 NOISY = 1.3  # max / min above this is called noisy
 PEER_NAMES = {"pymq": "pymq", "redis": "Redis Streams", "nats": "NATS JetStream"}
 Fig = dict[str, float]  # median, min, max
@@ -376,6 +379,7 @@ def targets(data: dict[str, Any]) -> list[Target]:
             ratio_goal=3,
         )
     ha_targets(data.get("ha", {}), add, out)
+    out += tx_targets(data.get("tx", {}))
     return out
 
 
@@ -437,6 +441,24 @@ def ha_targets(ha: dict[str, Any], add: Callable[..., None], out: list[Target]) 
         "MB/s",
         goal=ha_bench.CATCHUP_MIN_MB_S,
     )
+
+
+def tx_targets(tx: dict[str, Any]) -> list[Target]:
+    """The transactions issue's target (goal from ``tx_bench``): the exactly-once sink
+    against the at-least-once one measured in the same minutes, checked on the runs'
+    own ratios (each run wrote both)."""
+    goal = tx_bench.EXACTLY_ONCE_MIN_X_AT_LEAST_ONCE
+    what = f"TX: Spark sink `deliveryGuarantee=exactly-once` >= {goal:g}x at-least-once"
+    sink = tx.get("figures", {}).get("sink")
+    if sink is None:
+        return [Target("tx_sink", what, "-", "-", "-", "not measured")]
+    versus = f"{tx_bench.LABELS['at_least_once']} {cell(sink['at_least_once'])}"
+    return [
+        Target(
+            "tx_sink", what, f"{cell(sink['exactly_once'])} rows/s", versus,
+            cell(sink["ratio"], "x"), verdict(sink["ratio"], goal, higher=True),
+        )
+    ]  # fmt: skip
 
 
 def short(result: str) -> str:
@@ -904,6 +926,46 @@ def ha_rows(ha: dict[str, Any], *, ranges: bool = True) -> list[list[str]]:
     return rows
 
 
+TX_HEAD = ["what", "unit", "median (min-max)", "against, same run", "ratio"]
+
+
+def tx_rows(tx: dict[str, Any], *, ranges: bool = True) -> list[list[str]]:
+    """``tx_bench``'s figures: each next to what it is compared with."""
+    figs = tx.get("figures", {})
+    if not {"sink", "commit", "send"} <= figs.keys():
+        return []
+
+    def show(fig: Fig, unit: str = "") -> str:
+        return cell(fig, unit) if ranges else num(fig["median"], unit)
+
+    sink, commit, send = figs["sink"], figs["commit"], figs["send"]
+    label = tx_bench.LABELS
+    halves = f"{tx_bench.COMMIT_HALVES} halves of {tx_bench.COMMIT_HALF_MESSAGES:,} rows"
+    rows = [
+        ['Spark sink `write.format("pymq")`, `deliveryGuarantee=exactly-once`', "rows/s",
+         show(sink["exactly_once"]), f"{label['at_least_once']}: {show(sink['at_least_once'])}",
+         show(sink["ratio"], "x")],
+    ]  # fmt: skip
+    for brokers in tx_bench.BROKER_COUNTS:
+        for field in ("p50_ms", "p99_ms"):
+            rows.append(
+                [f"commit of a micro-batch ({halves}), {label[brokers]}, {field[:3]}", "ms",
+                 show(commit[f"brokers_{brokers}"][field], "ms"), "", ""]
+            )  # fmt: skip
+    rows.append(
+        ["`TransactionProducer.send_message_in_transaction`, 1 thread", "msgs/s",
+         show(send["transactional"]["msgs_per_s"]),
+         f"`Producer.send` (auto_batch off): {show(send['plain']['msgs_per_s'])}",
+         show(send["ratio"], "x")]
+    )  # fmt: skip
+    for field in ("p50_ms", "p99_ms"):
+        rows.append(
+            [f"... its latency, {field[:3]}", "ms", show(send["transactional"][field], "ms"),
+             f"`Producer.send`: {show(send['plain'][field], 'ms')}", ""]
+        )  # fmt: skip
+    return rows
+
+
 def ha_catchup_text(ha: dict[str, Any]) -> str:
     c = ha.get("figures", {}).get("catchup")
     if c is None:
@@ -1085,7 +1147,9 @@ def markdown(data: dict[str, Any]) -> str:
         "peer's (for ms, above 1 = pymq slower); a goal on a ratio is checked on pymq's runs "
         "over the peer's median. Verdicts go by the median. The rows that start with HA are the "
         "replication targets (`benchmarks/ha_bench.py`): each against another setup of the "
-        "same run, or Redis with appendfsync always in the same minutes.",
+        "same run, or Redis with appendfsync always in the same minutes. The row that starts "
+        "with TX is the transactions target (`benchmarks/tx_bench.py`): the exactly-once sink "
+        "against the at-least-once one of the same run, its ratio the runs' own ratios.",
         "",
     ]
     md += table(
@@ -1181,6 +1245,29 @@ def markdown(data: dict[str, Any]) -> str:
             "",
             ha_catchup_text(ha),
         ]
+    if "tx" in data:
+        tx = data["tx"]
+        sizes = tx["sizes"]
+        md += [
+            "",
+            "## Transactions: the exactly-once sink, batch commits, `TransactionProducer` "
+            "(`benchmarks/tx_bench.py`)",
+            "",
+            f"Median of {tx['runs']} run(s) (min-max), measured {tx['date']} (load "
+            f"{tx['load_at_start']} at its start, {tx.get('load_at_end', '?')} at its end). "
+            "Each run a fresh NameServer and 2 brokers on loopback, 100 B bodies; the setups "
+            "alternate within each run; a ratio is the median of the runs' own ratios. Sink: "
+            f"Spark local[2], {sizes['rows']:,} rows in 2 partitions, each guarantee twice a "
+            "run (A B B A), timed from the action's start to its end (for exactly-once: every "
+            "request stored as a half, then the driver's batch commit); the topic then held "
+            "exactly the rows written. Commits: "
+            f"{sizes['commits']} micro-batches per setup, each stored as halves first, the "
+            "clock on `connector.spark.exactly_once.commit` only (what the sink's driver "
+            "calls: a `Producer` opened, the cluster asked, one batch commit per broker). "
+            f"Sends: {sizes['sends']:,} each, one thread, every answer SEND_OK.",
+            "",
+            *table(TX_HEAD, tx_rows(tx)),
+        ]
     for step, title, rows_of, head2 in (
         (
             "server",
@@ -1259,6 +1346,10 @@ def write(results: Path, doc: Path) -> None:
         print()
         print(terminal(HA_HEAD, ha_rows(data["ha"], ranges=False)))
         print(ha_catchup_text(data["ha"]))
+    tx_table = tx_rows(data.get("tx", {}), ranges=False)
+    if tx_table:
+        print()
+        print(terminal(TX_HEAD, tx_table))
     noisy_rows, counted, _ = noisy(data)
     print(f"\nnoisy (max/min > {NOISY}): {len(noisy_rows)} of {counted} figures; report: {doc}")
 

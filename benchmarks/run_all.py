@@ -11,6 +11,7 @@ Runs, one after the other (each starts and stops its own servers):
     spark   benchmarks/spark_bench.py  Spark connector vs Spark's Python ceilings
     peers   benchmarks/peers_bench.py  pymq vs Redis Streams vs NATS JetStream
     ha      benchmarks/ha_bench.py     SYNC_MASTER vs ASYNC_MASTER vs no slave, slave catch-up
+    tx      benchmarks/tx_bench.py     exactly-once sink vs at-least-once, batch commits, tx sends
 
 Each writes its JSON to ``DIR/<step>.json`` (``--json-out``) and its stdout
 (its table and JSON) to ``DIR/<step>.log``; its progress lines (stderr) are
@@ -20,11 +21,11 @@ the steps (command, exit code, seconds) and ``report.py`` prints the combined
 table and writes the Markdown report.
 
 Full run: several runs per figure (limits 3, store 5, the others 3), results
-in ``benchmarks/results/``, report ``docs/benchmarks.md``; 25-35 minutes on
-2 cores (ha: ~3-4 of them). ``--quick``: each script's smoke sizes (mostly one run), results in
-``benchmarks/results/quick/`` and the report next to them (docs/ keeps the
-last full run); a few minutes. Ctrl-C or SIGTERM stops the running step (its
-servers stop with it) and writes no report.
+in ``benchmarks/results/``, report ``docs/benchmarks.md``; 28-40 minutes on
+2 cores (ha: ~3-4 of them, tx: ~3-4). ``--quick``: each script's smoke sizes
+(mostly one run), results in ``benchmarks/results/quick/`` and the report next
+to them (docs/ keeps the last full run); a few minutes. Ctrl-C or SIGTERM
+stops the running step (its servers stop with it) and writes no report.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ STEPS: list[tuple[str, str, list[str]]] = [
     ("spark", "spark_bench.py", ["--runs", "3"]),
     ("peers", "peers_bench.py", ["--runs", "3"]),
     ("ha", "ha_bench.py", ["--runs", "3"]),
+    ("tx", "tx_bench.py", ["--runs", "3"]),
 ]
 STOP_GRACE_S = 60  # a step stopped by Ctrl-C / SIGTERM gets this long to stop its servers
 
