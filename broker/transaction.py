@@ -49,6 +49,7 @@ committed has its halves rolled back like any undecided half, after
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -68,7 +69,6 @@ from connector.errors import (
     StoreError,
     TransactionDecidedError,
 )
-from connector.protocol.batch import decode_batch
 from connector.protocol.hashing import tags_code
 from connector.protocol.message import MessageExt, SysFlag
 from connector.protocol.msgid import encode_host
@@ -342,7 +342,7 @@ class TransactionService:
         topic = half.properties.get(P.REAL_TOPIC)
         uniq = half.properties.get(P.UNIQ_KEY)
         if P.TX_WRITER in half.properties:  # a batch: its first message's
-            uniq = _first_uniq_key(half, self.store.config.max_message_size)
+            uniq = _first_uniq_key(half)
         if not topic or not uniq:
             return False
         found = self.store.query_message(topic, uniq, 4, begin_ms=half.store_timestamp)
@@ -551,11 +551,22 @@ def _parse_batch_record(
     return key, committed
 
 
-def _first_uniq_key(half: MessageExt, max_message_size: int) -> str | None:
-    """The UNIQ_KEY of the first message of a batch half's batch."""
+_ENTRY_HEAD = struct.Struct(">iIiii")  # a wire batch entry: TOTALSIZE, MAGIC, CRC, FLAG, BODYLEN
+
+
+def _first_uniq_key(half: MessageExt) -> str | None:
+    """The UNIQ_KEY of the first message of a batch half's batch (its first entry read
+    alone: the batch was checked whole when the half was stored)."""
+    body = half.body
+    if len(body) < _ENTRY_HEAD.size + 2:
+        return None
+    body_len = _ENTRY_HEAD.unpack_from(body)[4]
+    at = _ENTRY_HEAD.size + body_len
+    if body_len < 0 or at + 2 > len(body):
+        return None
+    props_len = int.from_bytes(body[at : at + 2], "big")
     try:
-        batch = decode_batch(half.body, max_message_size=max_message_size)
-        return decode_properties(batch.properties[0]).get(P.UNIQ_KEY) if len(batch) else None
+        return decode_properties(body[at + 2 : at + 2 + props_len]).get(P.UNIQ_KEY)
     except (ValueError, UnicodeDecodeError):
         return None
 

@@ -85,12 +85,12 @@ def crash_on(calls: int, real: Callable[..., Any]) -> Callable[..., Any]:
     """``real``, that raises Crash on its ``calls``-th call instead."""
     count = 0
 
-    def wrapped(*args: Any) -> Any:
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
         nonlocal count
         count += 1
         if count == calls:
             raise Crash
-        return real(*args)
+        return real(*args, **kwargs)
 
     return wrapped
 
