@@ -211,14 +211,22 @@ class TransactionService:
         batch_id: int,
         halves: Sequence[tuple[int, int]],
         manifest: Any = None,
+        *,
+        defer: bool = False,
     ) -> BatchCommitResult:
         """Commit the batch halves ``halves`` ((half queue offset, CommitLog offset)
-        each) of the key (``writer``, ``batch_id``), all or none, once per key."""
+        each) of the key (``writer``, ``batch_id``), all or none, once per key.
+
+        ``defer``: only take the decision (the commit record); the halves are appended
+        by the next call for the key (or the next check pass). A call for a key
+        committed before appends whatever of it is not appended yet, then answers
+        ``already``."""
         key = (writer, batch_id)
         with self._lock:
             self._read_ops()
             prior = self._committed_batch(key)
             if prior is not None:
+                self._finish(prior)
                 return BatchCommitResult(True, sorted(prior.halves), prior.messages, prior.manifest)
             found = [self._live_half(group, key, q, phys) for q, phys in halves]
             offsets = sorted({h.queue_offset for h in found})
@@ -227,10 +235,11 @@ class TransactionService:
                       "messages": messages, "manifest": manifest}  # fmt: skip
             op = self._put_op(orjson.dumps(record), _batch_op_key(key), BATCH_COMMIT)
             self._batches[key] = _Committed(frozenset(offsets), messages, manifest, op)
-            for half in found:  # the commit point is passed: a crash now is finished on start
-                if half.queue_offset not in self._decided:
-                    self._apply(half)
-                    self._write_op(half, COMMIT)
+            if not defer:  # the commit point is passed: a crash now is finished on start
+                for half in found:
+                    if half.queue_offset not in self._decided:
+                        self._apply(half)
+                        self._write_op(half, COMMIT)
             return BatchCommitResult(False, offsets, messages, manifest)
 
     def _live_half(self, group: str, key: BatchKey, queue_offset: int, phys: int) -> MessageExt:
@@ -268,23 +277,28 @@ class TransactionService:
 
     def _finish_batches(self) -> None:
         """Batch commits a crash interrupted (their halves not all recorded): finished."""
+        for committed in list(self._batches.values()):
+            self._finish(committed, crashed=True)
+
+    def _finish(self, committed: _Committed, *, crashed: bool = False) -> None:
+        """Append the halves of a committed key not appended yet."""
         cq = self.store.consume_queue(TRANS_HALF_TOPIC, 0)
         if cq is None:
             return
-        for committed in list(self._batches.values()):
-            for offset in sorted(committed.halves):
-                if offset in self._decided or offset < self.half_progress:
-                    continue
-                entries = cq.get_entries(offset, 1)
-                if len(entries) == 0:
-                    continue
-                half = self.store.look_message_by_offset(
-                    int(entries["offset"][0]), int(entries["size"][0]), decompress=False
-                )
-                if half is not None and half.queue_offset == offset:
+        for offset in sorted(committed.halves):
+            if offset in self._decided or offset < self.half_progress:
+                continue
+            entries = cq.get_entries(offset, 1)
+            if len(entries) == 0:
+                continue
+            half = self.store.look_message_by_offset(
+                int(entries["offset"][0]), int(entries["size"][0]), decompress=False
+            )
+            if half is not None and half.queue_offset == offset:
+                if crashed:
                     log.warning("finishing the commit of half %d (interrupted by a crash)", offset)
-                    self._apply(half)
-                    self._write_op(half, COMMIT)
+                self._apply(half)
+                self._write_op(half, COMMIT)
 
     def _decide(self, half: MessageExt, decision: str) -> EndResult:
         offset = half.queue_offset

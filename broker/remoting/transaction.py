@@ -74,11 +74,14 @@ class TransactionHandlers:
     async def commit_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """COMMIT_TRANSACTION_BATCH (pymq's 40037): body JSON ``{"producer_group",
         "writer", "batch", "halves": [[half queue offset, CommitLog offset], ...],
-        "manifest": any}``; answer body ``{"already", "halves", "messages", "manifest"}``."""
+        "manifest": any}``, ext ``defer`` (only decide; append on the next call);
+        answer body ``{"already", "halves", "messages", "manifest"}``."""
         ctrl = self.ctrl
         ctrl.send.check_master()
         req = parse_batch_commit(bytes(request.body))
-        result = await asyncio.to_thread(ctrl.transactions.commit_batch, *req)
+        result = await asyncio.to_thread(
+            ctrl.transactions.commit_batch, *req, defer=Ext(request.ext).flag("defer")
+        )
         body = {"already": result.already, "halves": result.halves,
                 "messages": result.messages, "manifest": result.manifest}  # fmt: skip
         return self._replicated(request, await ctrl.replicated(), body=orjson.dumps(body))

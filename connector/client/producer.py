@@ -593,6 +593,7 @@ class Producer:
         halves: Sequence[Sequence[int]],
         *,
         manifest: Any = None,
+        defer: bool = False,
         timeout_ms: int | None = None,
     ) -> dict[str, Any]:
         """Commit, on ``broker_name``'s master, the batch halves of key (``writer``,
@@ -600,7 +601,9 @@ class Producer:
         half's ``send_batch(half=...)`` result: its ``queue_offset``, and its
         ``offset_msg_id`` decoded). All or none; once per key: a repeated commit
         answers ``{"already": True, ...}`` with the halves and ``manifest`` the first
-        commit of the key carried."""
+        commit of the key carried, once every half of it is appended. ``defer``: the
+        broker only takes the decision; its halves are appended by the next call for
+        the key (or its next check pass)."""
         self.start()
         addr = self._master_addr(broker_name)
         body = orjson.dumps(
@@ -613,8 +616,9 @@ class Producer:
             }
         )
         timeout_s = (timeout_ms or self.send_msg_timeout_ms * 10) / 1000
+        ext = {"defer": "true"} if defer else None
         resp = self.rpc.call(
-            addr, RequestCode.COMMIT_TRANSACTION_BATCH, None, body, timeout_s=timeout_s
+            addr, RequestCode.COMMIT_TRANSACTION_BATCH, ext, body, timeout_s=timeout_s
         )
         answer: dict[str, Any] = orjson.loads(resp.body)
         return answer

@@ -12,13 +12,14 @@ readable yet. A task's commit message lists its halves. On the driver,
 1. first on the *coordinator*, the first broker name of the cluster in
    sorted order (it does not depend on where rows went, so a re-run of the
    batch picks the same one), carrying the whole manifest (every broker's
-   halves) and committing its own;
+   halves): it only records the decision (``defer``), a single op record;
 2. if the coordinator answers that the key was committed before (the driver
    died after it, before Spark recorded the batch), the manifest it kept
    replaces this run's: this run's halves are then strays, which brokers
    roll back;
-3. then on every other broker of the manifest, its halves (a repeat is
-   answered "already" and changes nothing).
+3. then on every broker of the manifest at once (threads), its halves: each
+   appends them (the coordinator those it deferred; a repeat is answered
+   "already" once they are appended, and changes nothing).
 
 So the coordinator's record is the decision, and a re-run finishes what a
 dead driver started. Failed and speculative task attempts are not in Spark's
@@ -36,6 +37,7 @@ import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from connector.errors import ConfigError, PyMQError
@@ -95,9 +97,9 @@ def commit(opts: WriteOptions, writer: str, batch: int, halves: Sequence[Half]) 
         brokers = sorted({b.broker_name for b in producer.namesrv.cluster_info().brokers})
         coordinator = brokers[0] if brokers else min(manifest)
         first = producer.commit_batch(
-            coordinator, writer, batch, manifest.get(coordinator, []), manifest=manifest
-        )
-        messages = int(first.get("messages", 0))
+            coordinator, writer, batch, manifest.get(coordinator, []), manifest=manifest,
+            defer=True,
+        )  # fmt: skip
         if first.get("already"):
             kept = first.get("manifest")
             if not isinstance(kept, dict):
@@ -108,11 +110,15 @@ def commit(opts: WriteOptions, writer: str, batch: int, halves: Sequence[Half]) 
                 batch,
             )
             manifest = {str(k): v for k, v in kept.items()}
-        for broker in sorted(manifest):
-            if broker != coordinator:
-                done = producer.commit_batch(broker, writer, batch, manifest[broker])
-                messages += int(done.get("messages", 0))
-    return messages
+        appends = sorted(set(manifest) | {coordinator})
+        with ThreadPoolExecutor(len(appends), thread_name_prefix="pymq-commit") as pool:
+            done = list(
+                pool.map(
+                    lambda b: producer.commit_batch(b, writer, batch, manifest.get(b, [])),
+                    appends,
+                )
+            )
+    return sum(int(d.get("messages", 0)) for d in done)
 
 
 def abort(opts: WriteOptions, halves: Sequence[Half]) -> None:

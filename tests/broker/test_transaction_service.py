@@ -143,3 +143,29 @@ def test_a_commit_with_a_rolled_back_half_changes_nothing(store_dir: Path) -> No
         assert len(real_bodies(store)) == PER_HALF
     finally:
         store.shutdown()
+
+
+def test_a_deferred_commit_decides_now_and_appends_on_the_next_call_or_start(
+    store_dir: Path,
+) -> None:
+    """What the exactly-once sink's coordinator does: the decision first, the appends
+    with the other brokers'; a broker killed in between appends them on start."""
+    store = open_store(store_dir)
+    halves = [batch_half(store, n) for n in range(2)]
+    svc = TransactionService(store, BrokerConfig())
+    svc.load()
+    first = svc.commit_batch("g", "w", 5, halves, manifest={"m": 1}, defer=True)
+    assert not first.already and first.messages == 2 * PER_HALF
+    assert real_bodies(store) == []  # decided, not appended yet
+    again = svc.commit_batch("g", "w", 5, [])
+    assert again.already and again.manifest == {"m": 1}
+    assert len(real_bodies(store)) == 2 * PER_HALF  # appended by the second call
+    more = [batch_half(store, n, batch=6) for n in range(2, 4)]
+    svc.commit_batch("g", "w", 6, more, defer=True)
+    store.close()  # killed before the second call
+    restarted = open_store(store_dir)
+    try:
+        TransactionService(restarted, BrokerConfig()).load()
+        assert len(real_bodies(restarted)) == 4 * PER_HALF  # each once
+    finally:
+        restarted.shutdown()
