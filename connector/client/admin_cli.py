@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -174,10 +175,25 @@ def _consumer_reset(admin: Admin, args: argparse.Namespace) -> Any:
     return rows, ["broker_name", "queue_id", "offset"]
 
 
+def _common_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument(
+        "--namesrv", default=default, help='NameServer addresses "h:p;h:p" (or PYMQ_NAMESRV)'
+    )
+    parser.add_argument(
+        "--json", action="store_true", default=default, help="print JSON instead of a table"
+    )
+
+
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--namesrv", help='NameServer addresses "h:p;h:p" (or PYMQ_NAMESRV)')
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _common_options(parser, None)
+    # the same options on every subcommand, so they may stand anywhere on the line; their
+    # SUPPRESS default keeps a value typed before the subcommand
+    shared = argparse.ArgumentParser(add_help=False)
+    _common_options(shared, argparse.SUPPRESS)
     groups = parser.add_subparsers(dest="admin_group", metavar="GROUP", required=True)
+
+    def group_parser(name: str, help_text: str) -> argparse.ArgumentParser:
+        return groups.add_parser(name, help=help_text, description=help_text, parents=[shared])
 
     def command(
         group: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -185,11 +201,11 @@ def register(parser: argparse.ArgumentParser) -> None:
         handler: Handler,
         help_text: str,
     ) -> argparse.ArgumentParser:
-        p = group.add_parser(name, help=help_text, description=help_text)
+        p = group.add_parser(name, help=help_text, description=help_text, parents=[shared])
         p.set_defaults(run=_runner(handler))
         return p
 
-    topic = groups.add_parser("topic", help="create, list, route, status, delete")
+    topic = group_parser("topic", "create, list, route, status, delete")
     t = topic.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = command(t, "create", _topic_create, "create a topic on every broker of a cluster")
     p.add_argument("name")
@@ -200,18 +216,18 @@ def register(parser: argparse.ArgumentParser) -> None:
     command(t, "status", _topic_status, "min/max offset of every queue").add_argument("name")
     command(t, "delete", _topic_delete, "delete a topic from every broker").add_argument("name")
 
-    cluster = groups.add_parser("cluster", help="list brokers")
+    cluster = group_parser("cluster", "list brokers")
     c = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
     command(
         c, "list", _cluster_list,
         "clusters, brokers, roles, epochs, replication lag and in-sync state, last heartbeats",
     )  # fmt: skip
 
-    broker = groups.add_parser("broker", help="one broker's status")
+    broker = group_parser("broker", "one broker's status")
     b = broker.add_subparsers(dest="action", metavar="ACTION", required=True)
     command(b, "status", _broker_status, "a broker's /health").add_argument("addr")
 
-    message = groups.add_parser("message", help="get, query, send")
+    message = group_parser("message", "get, query, send")
     m = message.add_subparsers(dest="action", metavar="ACTION", required=True)
     command(m, "get", _message_get, "a message by offset msgId").add_argument("msg_id")
     p = command(m, "query", _message_query, "messages of a topic by key")
@@ -223,7 +239,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--tags")
     p.add_argument("--keys", nargs="*")
 
-    consumer = groups.add_parser("consumer", help="progress, reset")
+    consumer = group_parser("consumer", "progress, reset")
     cs = consumer.add_subparsers(dest="action", metavar="ACTION", required=True)
     command(
         cs, "progress", _consumer_progress, "broker offset, consumer offset, lag per queue"
@@ -236,6 +252,9 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
+        # the one-line error below says what failed; the client's warnings (a connection
+        # closed, a retry) would only add lines to it
+        logging.basicConfig(level=logging.ERROR, format="pymq admin: %(message)s")
         try:
             with Admin(namesrv=args.namesrv or os.environ.get("PYMQ_NAMESRV")) as admin:
                 rows, columns = handler(admin, args)

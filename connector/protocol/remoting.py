@@ -32,6 +32,7 @@ __all__ = [
     "MAX_FRAME_BYTES",
     "FrameDecoder",
     "FrameError",
+    "HttpPeerError",
     "RemotingCommand",
     "RequestCode",
     "ResponseCode",
@@ -47,6 +48,9 @@ SERIALIZE_ROCKETMQ = 1
 LANGUAGE = "PYTHON"
 
 _I32 = struct.Struct(">i")
+# how HTTP answers and requests begin: a remoting peer pointed at a REST port (or the
+# other way round) reads these as an absurd frame length, and says what they are
+_HTTP_STARTS = frozenset({b"HTTP", b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC"})
 _PREFIX = struct.Struct(">ii")  # length, (serializeType << 24) | headerLength
 _BIN_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
 
@@ -115,6 +119,10 @@ class ResponseCode(IntEnum):
 
 class FrameError(ValueError):
     """Bytes that are not a remoting frame: the connection cannot be trusted further."""
+
+
+class HttpPeerError(FrameError):
+    """The peer speaks HTTP: an address that is a REST port, not a remoting one."""
 
 
 @dataclass(slots=True)
@@ -354,6 +362,8 @@ class FrameDecoder:
             while end - pos >= 4:
                 (length,) = _I32.unpack_from(buf, pos)
                 if length < 4 or length > self.max_frame_bytes:
+                    if bytes(buf[pos : pos + 4]) in _HTTP_STARTS:
+                        raise HttpPeerError("the peer speaks HTTP, not RocketMQ remoting")
                     raise FrameError(f"frame length {length} is outside 4..{self.max_frame_bytes}")
                 if end - pos - 4 < length:
                     if length > self.LARGE_BODY and self._start_large(buf, pos, end, length):
