@@ -34,6 +34,7 @@ from broker.processors.send import SendOutcome
 from broker.registration import BrokerRegistrar
 from broker.schedule import ScheduleMessageService
 from broker.store.epochs import EpochFile
+from broker.store.lock import StoreLock
 from broker.store.offsets import ConsumerOffsetTable
 from broker.store.replica import ReplicaLog
 from broker.store.results import PutMessageResult, RecoveryReport
@@ -62,6 +63,9 @@ class BrokerController:
         """``ha_socket``: a master's bound HA listener (its slaves connect there)."""
         self.config = config
         store_config = config.store_config()
+        # first: a store another broker owns is left as it is (StoreLockedError)
+        self.store_lock = StoreLock(store_config.store_dir)
+        self.store_lock.acquire()
         self.store = MessageStore(store_config, clock=clock)
         cfg_dir = store_config.config_dir
         self.topics = TopicManager(
@@ -162,6 +166,7 @@ class BrokerController:
             task.cancel()
         self._tasks = []
         await asyncio.to_thread(self._stop_store)
+        self.store_lock.release()
         log.info("broker %s stopped cleanly", self.config.broker_name)
 
     def _stop_store(self) -> None:
