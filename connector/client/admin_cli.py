@@ -7,10 +7,11 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from connector.client.admin import Admin
+from connector.client.admin_format import TIME_COLUMNS, format_time, now_ms, parse_time, table
 from connector.client.producer import Producer
 from connector.errors import PyMQError
 from connector.protocol.message import Message
@@ -18,17 +19,6 @@ from connector.protocol.message import Message
 __all__ = ["register"]
 
 Handler = Callable[[Admin, argparse.Namespace], Any]
-
-
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    """A plain text table; ``columns`` picks and orders the keys."""
-    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
-    line = "  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))
-    out = [line]
-    for row in cells:
-        out.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
-    return "\n".join(out)
 
 
 def _cluster_list(admin: Admin, _args: argparse.Namespace) -> Any:
@@ -120,20 +110,28 @@ def _topic_delete(admin: Admin, args: argparse.Namespace) -> Any:
     ]
 
 
+def key_values(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record as KEY / VALUE rows: times readable, nested values as JSON."""
+    now = now_ms()
+    rows = []
+    for k, v in record.items():
+        shown = v
+        if k in TIME_COLUMNS and isinstance(v, int):
+            shown = format_time(v, now)
+        elif isinstance(v, (dict, list)):
+            shown = json.dumps(v)
+        rows.append({"key": k, "value": shown})
+    return rows
+
+
 def _broker_status(admin: Admin, args: argparse.Namespace) -> Any:
     status = admin.broker_status(args.addr)
-    return [
-        {"key": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v}
-        for k, v in status.items()
-    ], ["key", "value"]
+    return status, key_values(status), ["key", "value"]
 
 
 def _message_get(admin: Admin, args: argparse.Namespace) -> Any:
     msg = admin.get_message(args.msg_id)
-    return [
-        {"key": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v}
-        for k, v in msg.items()
-    ], ["key", "value"]
+    return msg, key_values(msg), ["key", "value"]
 
 
 def _message_query(admin: Admin, args: argparse.Namespace) -> Any:
@@ -167,7 +165,9 @@ def _message_send(admin: Admin, args: argparse.Namespace) -> Any:
 
 def _consumer_progress(admin: Admin, args: argparse.Namespace) -> Any:
     rows = admin.consumer_progress(args.group)
-    return rows, ["topic", "broker_name", "queue_id", "broker_offset", "consumer_offset", "lag"]
+    columns = ["topic", "broker_name", "queue_id", "broker_offset", "consumer_offset", "lag",
+               "last_timestamp"]  # fmt: skip
+    return rows, columns
 
 
 def _consumer_reset(admin: Admin, args: argparse.Namespace) -> Any:
@@ -247,7 +247,18 @@ def register(parser: argparse.ArgumentParser) -> None:
     p = command(cs, "reset", _consumer_reset, "move a group's offsets to a point in time")
     p.add_argument("group")
     p.add_argument("topic")
-    p.add_argument("--timestamp", type=int, required=True, help="ms since the epoch")
+    p.add_argument(
+        "--timestamp", type=_time, required=True,
+        help="now, an ISO date-time (2026-11-27T18:40:02, local unless it has an offset) "
+        "or ms since the epoch",
+    )  # fmt: skip
+
+
+def _time(text: str) -> int:
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
@@ -257,12 +268,14 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
         logging.basicConfig(level=logging.ERROR, format="pymq admin: %(message)s")
         try:
             with Admin(namesrv=args.namesrv or os.environ.get("PYMQ_NAMESRV")) as admin:
-                rows, columns = handler(admin, args)
+                out = handler(admin, args)
         except PyMQError as exc:
             print(f"pymq admin: {exc.message}", file=sys.stderr)
             return 1
+        # (rows, columns), or (what --json prints, rows, columns) when the two differ
+        data, rows, columns = out if len(out) == 3 else (out[0], *out)
         if args.json:
-            print(json.dumps(rows, indent=1, default=str))
+            print(json.dumps(data, indent=1, default=str))
         else:
             print(table(rows, columns))
         return 0
