@@ -227,8 +227,12 @@ def create_app(controller: BrokerController) -> FastAPI:
     # -- lookups ------------------------------------------------------------------------
 
     @app.get("/messages/{msg_id}", tags=["query"])
-    async def message_by_id(msg_id: str) -> MessageView:
-        return MessageView(**message_json(ctrl.admin.message_by_id(msg_id)))
+    async def message_by_id(
+        msg_id: str, topic: Annotated[str | None, Query(max_length=255)] = None
+    ) -> MessageView:
+        """A message by its offset msgId, or by the msgId its send returned (UNIQ_KEY:
+        looked up in ``topic``'s index, or every topic's)."""
+        return MessageView(**message_json(ctrl.admin.message_by_id(msg_id, topic)))
 
     @app.get("/topics/{topic}/messages", tags=["query"])
     async def messages_by_key(

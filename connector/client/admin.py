@@ -13,8 +13,13 @@ from typing import Any
 from connector.client.namesrv import NameServerClient, parse_namesrv
 from connector.client.rest import DEFAULT_TIMEOUT_MS, RestClient, path
 from connector.client.rpc import Rpc
-from connector.errors import PyMQError, TopicNotExistError
-from connector.protocol.msgid import decode_offset_msg_id
+from connector.errors import (
+    MessageIllegalError,
+    MessageNotExistError,
+    PyMQError,
+    TopicNotExistError,
+)
+from connector.protocol.msgid import decode_offset_msg_id, is_msg_id
 from connector.protocol.names import validate_group, validate_topic
 from connector.protocol.route import ClusterInfo, TopicRouteData
 
@@ -138,13 +143,65 @@ class Admin:
 
     # -- messages ----------------------------------------------------------------------
 
-    def get_message(self, offset_msg_id: str) -> dict[str, Any]:
-        """The message an offset msgId names, asked of the broker the id names."""
-        host, _ = decode_offset_msg_id(offset_msg_id)
-        out: dict[str, Any] = self._call(
-            self._http_of(host), "GET", path("messages", offset_msg_id)
-        )
+    def get_message(self, msg_id: str, *, topic: str | None = None) -> dict[str, Any]:
+        """The message ``msg_id`` names: its offset msgId, or the msgId its send returned
+        (UNIQ_KEY), as RocketMQ's queryMsgById. The broker an offset msgId names is asked
+        first, then every master (which looks a UNIQ_KEY up in ``topic``'s index, or in
+        every topic's)."""
+        if not is_msg_id(msg_id):
+            raise MessageIllegalError(f"{msg_id!r} is not a msgId (32 hex characters)")
+        try:
+            host, _ = decode_offset_msg_id(msg_id)
+        except PyMQError:  # a UNIQ_KEY whose bytes are no address and offset
+            host = ""
+        info = self.namesrv.cluster_info()
+        masters = [b.http_addrs["0"] for b in sorted(info.brokers, key=lambda b: b.broker_name)
+                   if "0" in b.http_addrs]  # fmt: skip
+        named = [
+            b.http_addrs[i] for b in info.brokers for i, a in b.addrs.items()
+            if a == host and i in b.http_addrs
+        ]  # fmt: skip
+        target = path("messages", msg_id, query={"topic": topic})
+        for addr in dict.fromkeys([*named, *masters]):
+            try:
+                out: dict[str, Any] = self._call(addr, "GET", target)
+            except MessageNotExistError:
+                continue
+            return out
+        raise MessageNotExistError(f"no broker has a message with msgId {msg_id}")
+
+    def topic_queues(self, topic: str) -> list[tuple[str, str, dict[str, Any]]]:
+        """Every queue of ``topic``: (broker name, its REST base URL, the queue's status:
+        ``queue_id``, ``min_offset``, ``max_offset``, ``last_update_timestamp``)."""
+        out = []
+        for name, addr in sorted(self._topic_brokers(topic).items()):
+            for q in self._call(addr, "GET", path("topics", topic))["queues"]:
+                out.append((name, addr, q))
         return out
+
+    def pull(
+        self,
+        broker: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_nums: int = 32,
+        wait_ms: int = 0,
+    ) -> dict[str, Any]:
+        """One pull from ``broker`` (a REST base URL) that commits nothing: ``status``,
+        ``next_begin_offset``, ``min_offset``, ``max_offset``, ``messages``; with
+        ``wait_ms`` an empty answer waits (long polling) that long for a message."""
+        target = path("topics", topic, "queues", queue_id, "messages",
+                      query={"offset": offset, "max": max_nums, "wait_ms": wait_ms})  # fmt: skip
+        out: dict[str, Any] = self._call(broker, "GET", target)
+        return out
+
+    def offset_by_time(self, broker: str, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The offset of the first message of a queue stored at or after a time."""
+        target = path("topics", topic, "queues", queue_id, "offset-by-time",
+                      query={"timestamp": timestamp_ms})  # fmt: skip
+        return int(self._call(broker, "GET", target)["offset"])
 
     def query_message(self, topic: str, key: str, max_num: int = 32) -> list[dict[str, Any]]:
         """Messages of ``topic`` with KEYS or UNIQ_KEY ``key``, from every broker."""
@@ -171,25 +228,11 @@ class Admin:
         """Move the group's offsets in ``topic`` to the first message at/after a time."""
         validate_group(group)
         rows = []
-        for name, addr in sorted(self._topic_brokers(topic).items()):
-            status = self._call(addr, "GET", path("topics", topic))
-            for q in status["queues"]:
-                qid = q["queue_id"]
-                found = self._call(
-                    addr,
-                    "GET",
-                    path(
-                        "topics",
-                        topic,
-                        "queues",
-                        qid,
-                        "offset-by-time",
-                        query={"timestamp": timestamp_ms},
-                    ),
-                )
-                offset = int(found["offset"])
-                self._call(
-                    addr, "PUT", path("consumers", group, "offsets", topic, qid), {"offset": offset}
-                )
-                rows.append({"broker_name": name, "queue_id": qid, "offset": offset})
+        for name, addr, q in self.topic_queues(topic):
+            qid = q["queue_id"]
+            offset = self.offset_by_time(addr, topic, qid, timestamp_ms)
+            self._call(
+                addr, "PUT", path("consumers", group, "offsets", topic, qid), {"offset": offset}
+            )
+            rows.append({"broker_name": name, "queue_id": qid, "offset": offset})
         return rows

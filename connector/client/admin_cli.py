@@ -11,10 +11,15 @@ from collections.abc import Callable
 from typing import Any
 
 from connector.client.admin import Admin
-from connector.client.admin_format import TIME_COLUMNS, format_time, now_ms, parse_time, table
-from connector.client.producer import Producer
+from connector.client.admin_format import Output, key_values, parse_time, table
+from connector.client.admin_messages import (
+    message_dlq,
+    message_get,
+    message_print,
+    message_query,
+    message_send,
+)
 from connector.errors import PyMQError
-from connector.protocol.message import Message
 
 __all__ = ["register"]
 
@@ -58,12 +63,25 @@ def _cluster_list(admin: Admin, _args: argparse.Namespace) -> Any:
             mine = seen_by_master.get(live.broker_name, {}).get(live.broker_id)
             row["lag_bytes"] = state.get("lag_bytes", "")
             row["in_sync"] = (
-                "yes" if mine and mine["in_sync"]
-                else "no" if state.get("master_connected") else "master lost"
-            )  # fmt: skip
+                "yes"
+                if mine and mine["in_sync"]
+                else "no"
+                if state.get("master_connected")
+                else "master lost"
+            )
         rows.append(row)
-    columns = ["cluster", "broker", "id", "role", "addr", "epoch", "max_offset", "lag_bytes",
-               "in_sync", "last_heartbeat_ms"]  # fmt: skip
+    columns = [
+        "cluster",
+        "broker",
+        "id",
+        "role",
+        "addr",
+        "epoch",
+        "max_offset",
+        "lag_bytes",
+        "in_sync",
+        "last_heartbeat_ms",
+    ]
     return rows, columns
 
 
@@ -110,63 +128,22 @@ def _topic_delete(admin: Admin, args: argparse.Namespace) -> Any:
     ]
 
 
-def key_values(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """A record as KEY / VALUE rows: times readable, nested values as JSON."""
-    now = now_ms()
-    rows = []
-    for k, v in record.items():
-        shown = v
-        if k in TIME_COLUMNS and isinstance(v, int):
-            shown = format_time(v, now)
-        elif isinstance(v, (dict, list)):
-            shown = json.dumps(v)
-        rows.append({"key": k, "value": shown})
-    return rows
-
-
 def _broker_status(admin: Admin, args: argparse.Namespace) -> Any:
     status = admin.broker_status(args.addr)
-    return status, key_values(status), ["key", "value"]
-
-
-def _message_get(admin: Admin, args: argparse.Namespace) -> Any:
-    msg = admin.get_message(args.msg_id)
-    return msg, key_values(msg), ["key", "value"]
-
-
-def _message_query(admin: Admin, args: argparse.Namespace) -> Any:
-    rows = admin.query_message(args.topic, args.key)
-    return rows, [
-        "broker_name",
-        "queue_id",
-        "queue_offset",
-        "msg_id",
-        "offset_msg_id",
-        "tags",
-        "store_timestamp",
-    ]
-
-
-def _message_send(admin: Admin, args: argparse.Namespace) -> Any:
-    with Producer(group="pymq-admin", namesrv=admin.namesrv.addrs) as producer:
-        r = producer.send(
-            Message(topic=args.topic, body=args.body.encode(), tags=args.tags, keys=args.keys or [])
-        )
-    row = {
-        "status": r.status.value,
-        "msg_id": r.msg_id,
-        "offset_msg_id": r.offset_msg_id,
-        "broker": r.queue.broker_name,
-        "queue_id": r.queue.queue_id,
-        "queue_offset": r.queue_offset,
-    }
-    return [row], list(row)
+    return Output(key_values(status), ["key", "value"], data=status)
 
 
 def _consumer_progress(admin: Admin, args: argparse.Namespace) -> Any:
     rows = admin.consumer_progress(args.group)
-    columns = ["topic", "broker_name", "queue_id", "broker_offset", "consumer_offset", "lag",
-               "last_timestamp"]  # fmt: skip
+    columns = [
+        "topic",
+        "broker_name",
+        "queue_id",
+        "broker_offset",
+        "consumer_offset",
+        "lag",
+        "last_timestamp",
+    ]
     return rows, columns
 
 
@@ -219,25 +196,64 @@ def register(parser: argparse.ArgumentParser) -> None:
     cluster = group_parser("cluster", "list brokers")
     c = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
     command(
-        c, "list", _cluster_list,
+        c,
+        "list",
+        _cluster_list,
         "clusters, brokers, roles, epochs, replication lag and in-sync state, last heartbeats",
-    )  # fmt: skip
+    )
 
     broker = group_parser("broker", "one broker's status")
     b = broker.add_subparsers(dest="action", metavar="ACTION", required=True)
     command(b, "status", _broker_status, "a broker's /health").add_argument("addr")
 
-    message = group_parser("message", "get, query, send")
+    message = group_parser("message", "get, query, send, print, dlq")
     m = message.add_subparsers(dest="action", metavar="ACTION", required=True)
-    command(m, "get", _message_get, "a message by offset msgId").add_argument("msg_id")
-    p = command(m, "query", _message_query, "messages of a topic by key")
+    p = command(
+        m,
+        "get",
+        message_get,
+        "a message by either msgId: the one its send returned (UNIQ_KEY) or its offset msgId",
+    )
+    p.add_argument("msg_id")
+    p.add_argument("--topic", help="look a UNIQ_KEY msgId up in this topic only (faster)")
+    p = command(m, "query", message_query, "messages of a topic by key")
     p.add_argument("topic")
     p.add_argument("--key", required=True)
-    p = command(m, "send", _message_send, "send one message (through the full producer path)")
+    p = command(m, "send", message_send, "send one message (through the full producer path)")
     p.add_argument("topic")
     p.add_argument("body")
     p.add_argument("--tags")
     p.add_argument("--keys", nargs="*")
+    p = command(
+        m,
+        "print",
+        message_print,
+        "print a topic's messages (a console consumer that "
+        "commits nothing); one line each, JSON lines with --json",
+    )
+    p.add_argument("topic")
+    p.add_argument("--queue", type=_natural, help="this queue id only (of every broker)")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument(
+        "--from",
+        dest="from_offset",
+        type=_natural,
+        metavar="OFFSET",
+        help="start at this queue offset (default: each queue's first)",
+    )
+    start.add_argument(
+        "--since",
+        type=_time,
+        metavar="TIME",
+        help="start at the first message stored at/after TIME (now|ISO|MS)",
+    )
+    p.add_argument("--count", type=_positive, metavar="N", help="stop after N messages")
+    p.add_argument(
+        "--follow", action="store_true", help="keep waiting for new messages until Ctrl-C"
+    )
+    p = command(m, "dlq", message_dlq, "the messages of a group's dead letter queue (%DLQ%GROUP)")
+    p.add_argument("group")
+    p.add_argument("--count", type=_positive, metavar="N", help="at most N messages")
 
     consumer = group_parser("consumer", "progress, reset")
     cs = consumer.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -248,10 +264,24 @@ def register(parser: argparse.ArgumentParser) -> None:
     p.add_argument("group")
     p.add_argument("topic")
     p.add_argument(
-        "--timestamp", type=_time, required=True,
+        "--timestamp",
+        type=_time,
+        required=True,
         help="now, an ISO date-time (2026-11-27T18:40:02, local unless it has an offset) "
         "or ms since the epoch",
-    )  # fmt: skip
+    )
+
+
+def _natural(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number >= 0")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number > 0")
+    return int(text)
 
 
 def _time(text: str) -> int:
@@ -272,12 +302,14 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
         except PyMQError as exc:
             print(f"pymq admin: {exc.message}", file=sys.stderr)
             return 1
-        # (rows, columns), or (what --json prints, rows, columns) when the two differ
-        data, rows, columns = out if len(out) == 3 else (out[0], *out)
+        if out is None:  # the command printed as it went
+            return 0
+        if isinstance(out, tuple):
+            out = Output(*out)
         if args.json:
-            print(json.dumps(data, indent=1, default=str))
+            print(json.dumps(out.json_data, indent=1, default=str))
         else:
-            print(table(rows, columns))
+            print(table(out.rows, out.columns))
         return 0
 
     return run

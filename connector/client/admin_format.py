@@ -9,20 +9,25 @@ are UTF-8 (base64 otherwise); ``--json`` keeps epoch milliseconds and base64.
 from __future__ import annotations
 
 import base64
+import json
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 __all__ = [
     "TIME_COLUMNS",
+    "Output",
     "body_text",
     "format_age",
     "format_time",
     "is_text",
+    "key_values",
     "now_ms",
     "parse_time",
     "table",
+    "with_body",
 ]
 
 # the columns (and message fields) that hold epoch milliseconds
@@ -109,6 +114,8 @@ def _cell(column: str, value: Any, now: int) -> str:
         return ""
     if column in TIME_COLUMNS and isinstance(value, int) and not isinstance(value, bool):
         return format_time(value, now)
+    if isinstance(value, (list, tuple)):
+        value = " ".join(str(v) for v in value)
     # one row a line: a line break inside a value is shown as \n
     return str(value).replace("\r", "\\r").replace("\n", "\\n")
 
@@ -128,3 +135,38 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], now: int | 
     for row in cells:
         out.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """What an admin command prints: ``rows`` as a table of ``columns``, or ``data``
+    as JSON with ``--json`` (the rows themselves unless the two differ)."""
+
+    rows: Sequence[Mapping[str, Any]]
+    columns: Sequence[str]
+    data: Any = None
+
+    @property
+    def json_data(self) -> Any:
+        return self.rows if self.data is None else self.data
+
+
+def key_values(record: Mapping[str, Any], now: int | None = None) -> list[dict[str, Any]]:
+    """A record as KEY / VALUE rows: times readable, nested values as JSON."""
+    now = now_ms() if now is None else now
+    rows = []
+    for k, v in record.items():
+        shown = v
+        if k in TIME_COLUMNS and isinstance(v, int):
+            shown = format_time(v, now)
+        elif isinstance(v, (dict, list)):
+            shown = json.dumps(v)
+        rows.append({"key": k, "value": shown})
+    return rows
+
+
+def with_body(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A message from the REST API (``body_base64``) with ``body`` as text when it is
+    UTF-8 text (None otherwise), for people and ``--json`` alike."""
+    raw = base64.b64decode(message.get("body_base64") or "")
+    return {**message, "body": raw.decode("utf-8") if is_text(raw) else None}

@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
+import time
 
+import httpx
+
+from connector import Admin, Message, Producer
 from connector.server.local import LocalCluster
 
 PYMQ = [sys.executable, "-m", "connector.cli"]
@@ -16,9 +23,14 @@ PYMQ = [sys.executable, "-m", "connector.cli"]
 def pymq(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
     return subprocess.run(
-        [*PYMQ, *args], capture_output=True, text=True, timeout=timeout_s, env=env,
-        check=False, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        [*PYMQ, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def ok(res: subprocess.CompletedProcess[str]) -> str:
@@ -68,8 +80,18 @@ def test_consumer_reset_takes_now_an_iso_time_or_epoch_ms(cluster: LocalCluster)
         ok(pymq("admin", "message", "send", "CliReset", f"m{i}", "--namesrv", ns))
 
     def reset(when: str) -> int:
-        out = pymq("admin", "consumer", "reset", "cli-reset", "CliReset", "--timestamp", when,
-                   "--namesrv", ns, "--json")  # fmt: skip
+        out = pymq(
+            "admin",
+            "consumer",
+            "reset",
+            "cli-reset",
+            "CliReset",
+            "--timestamp",
+            when,
+            "--namesrv",
+            ns,
+            "--json",
+        )
         return sum(r["offset"] for r in json.loads(ok(out)))
 
     assert reset("now") == 3  # past the last message
@@ -79,3 +101,186 @@ def test_consumer_reset_takes_now_an_iso_time_or_epoch_ms(cluster: LocalCluster)
     assert reset("4102444800000") == 3  # 2100-01-01
     bad = pymq("admin", "consumer", "reset", "g", "CliReset", "--timestamp", "soon")
     assert bad.returncode == 2 and "ISO date-time" in bad.stderr.splitlines()[-1]
+
+
+def send_one(ns: str, topic: str, body: str, *extra: str) -> dict[str, object]:
+    out = ok(pymq("admin", "message", "send", topic, body, *extra, "--namesrv", ns, "--json"))
+    row: dict[str, object] = json.loads(out)[0]
+    return row
+
+
+def test_message_get_takes_either_msg_id(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    ok(pymq("admin", "topic", "create", "CliGet", "--queues", "2", "--namesrv", ns))
+    sent = send_one(ns, "CliGet", "hello get", "--keys", "kg")
+    for msg_id in (sent["msg_id"], sent["offset_msg_id"]):
+        got = json.loads(
+            ok(pymq("admin", "message", "get", str(msg_id), "--namesrv", ns, "--json"))
+        )
+        assert got["msg_id"] == sent["msg_id"] and got["offset_msg_id"] == sent["offset_msg_id"]
+        assert got["body"] == "hello get" and got["body_base64"] == "aGVsbG8gZ2V0"
+        assert isinstance(got["store_timestamp"], int)
+        lines = ok(pymq("admin", "--namesrv", ns, "message", "get", str(msg_id))).splitlines()
+        assert ["body", "hello", "get"] in [line.split() for line in lines]
+        assert any(line.startswith("store_timestamp") and " ago)" in line for line in lines)
+    got = json.loads(
+        ok(
+            pymq(
+                "admin",
+                "message",
+                "get",
+                str(sent["msg_id"]),
+                "--topic",
+                "CliGet",
+                "--namesrv",
+                ns,
+                "--json",
+            )
+        )
+    )
+    assert got["offset_msg_id"] == sent["offset_msg_id"]
+    missing = pymq("admin", "message", "get", "0" * 32, "--namesrv", ns)
+    assert missing.returncode == 1 and len(missing.stderr.splitlines()) == 1
+    assert "no broker has a message with msgId" in missing.stderr
+    bad = pymq("admin", "message", "get", "xyz", "--namesrv", ns)
+    assert bad.returncode == 1 and "not a msgId" in bad.stderr
+
+
+def test_bodies_are_text_when_utf8_else_base64(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    with Admin(namesrv=ns) as admin:
+        admin.create_topic("CliBodies", read_queue_nums=1, write_queue_nums=1)
+    with Producer(group="cli-bodies", namesrv=ns) as producer:
+        text = producer.send(Message(topic="CliBodies", body="héllo".encode(), keys=["kb"]))
+        binary = producer.send(Message(topic="CliBodies", body=b"\xff\x00\x01", keys=["kb"]))
+    got = ok(pymq("admin", "message", "get", binary.msg_id, "--namesrv", ns))
+    assert ["body_base64", "/wAB"] in [line.split() for line in got.splitlines()]
+    got = json.loads(ok(pymq("admin", "message", "get", text.msg_id, "--namesrv", ns, "--json")))
+    assert got["body"] == "héllo"
+    table = ok(pymq("admin", "message", "query", "CliBodies", "--key", "kb", "--namesrv", ns))
+    assert "héllo" in table and "base64:/wAB" in table
+    rows = json.loads(
+        ok(pymq("admin", "message", "query", "CliBodies", "--key", "kb", "--namesrv", ns, "--json"))
+    )
+    assert sorted(r["body"] or "" for r in rows) == ["", "héllo"]
+    lines = ok(pymq("admin", "message", "print", "CliBodies", "--namesrv", ns)).splitlines()
+    assert len(lines) == 2 and lines[0].endswith("  héllo") and lines[1].endswith("base64:/wAB")
+
+
+def test_message_print_reads_queues_without_committing(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    with Admin(namesrv=ns) as admin:
+        admin.create_topic("CliPrint", read_queue_nums=2, write_queue_nums=2)
+        wait_route(admin, "CliPrint")
+        with Producer(group="cli-print", namesrv=ns) as producer:
+            sent = [producer.send(Message(topic="CliPrint", body=b"p%d" % i)) for i in range(10)]
+        everything = ok(pymq("admin", "message", "print", "CliPrint", "--namesrv", ns))
+        assert sorted(line.split()[-1] for line in everything.splitlines()) == sorted(
+            f"p{i}" for i in range(10)
+        )
+        rows = [
+            json.loads(x)
+            for x in ok(
+                pymq("admin", "--json", "message", "print", "CliPrint", "--namesrv", ns)
+            ).splitlines()
+        ]
+        assert {r["msg_id"] for r in rows} == {r.msg_id for r in sent}
+        first = ok(pymq("admin", "message", "print", "CliPrint", "--count", "3", "--namesrv", ns))
+        assert len(first.splitlines()) == 3
+        mq = sent[0].queue
+        one = ok(
+            pymq(
+                "admin",
+                "message",
+                "print",
+                "CliPrint",
+                "--queue",
+                str(mq.queue_id),
+                "--from",
+                "1",
+                "--namesrv",
+                ns,
+                "--json",
+            )
+        )
+        one_rows = [json.loads(x) for x in one.splitlines()]
+        assert one_rows and all(
+            r["queue_id"] == mq.queue_id and r["queue_offset"] >= 1 for r in one_rows
+        )
+        assert (
+            ok(pymq("admin", "message", "print", "CliPrint", "--since", "now", "--namesrv", ns))
+            == ""
+        )
+        since = pymq(
+            "admin", "message", "print", "CliPrint", "--since", "2000-01-01T00:00", "--namesrv", ns
+        )
+        assert len(ok(since).splitlines()) == 10
+        # nothing was committed for anyone
+        assert not any(r["topic"] == "CliPrint" for r in admin.consumer_progress("pymq-admin"))
+
+
+def wait_route(admin: Admin, topic: str) -> None:
+    deadline = time.monotonic() + 10
+    while admin.namesrv.topic_route(topic) is None:
+        assert time.monotonic() < deadline, f"no route of {topic}"
+        time.sleep(0.05)
+
+
+def test_message_print_follow_stops_cleanly_on_ctrl_c(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    ok(pymq("admin", "topic", "create", "CliFollow", "--queues", "2", "--namesrv", ns))
+    send_one(ns, "CliFollow", "before")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
+    proc = subprocess.Popen(
+        [*PYMQ, "admin", "message", "print", "CliFollow", "--follow", "--namesrv", ns],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        lines: queue.Queue[str] = queue.Queue()
+        assert proc.stdout is not None
+        reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True)
+        reader.start()
+        assert lines.get(timeout=30).rstrip().endswith("before")
+        send_one(ns, "CliFollow", "while following")
+        assert lines.get(timeout=30).rstrip().endswith("while following")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        stderr = proc.stderr.read() if proc.stderr else ""
+        assert "Traceback" not in stderr and stderr.strip() == "pymq admin: 2 message(s)"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_message_dlq_lists_a_groups_dead_letters(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    empty = json.loads(ok(pymq("admin", "message", "dlq", "cli-dlq", "--namesrv", ns, "--json")))
+    assert empty == []
+    ok(pymq("admin", "topic", "create", "CliDlq", "--queues", "1", "--namesrv", ns))
+    sent = send_one(ns, "CliDlq", "dead letter")
+    broker = next(b for b in cluster.brokers if b.name == sent["broker"])
+    answer = httpx.post(
+        f"http://{broker.http_addr}/consumers/cli-dlq/send-back",
+        json={"offset_msg_id": sent["offset_msg_id"], "max_reconsume_times": 0},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+
+    def dead() -> list[dict[str, object]]:
+        out = pymq("admin", "message", "dlq", "cli-dlq", "--namesrv", ns, "--json")
+        rows: list[dict[str, object]] = json.loads(ok(out))
+        return rows
+
+    deadline = time.monotonic() + 30
+    while not (rows := dead()):
+        assert time.monotonic() < deadline, "no message in the DLQ within 30 s"
+        time.sleep(0.2)
+    assert [(r["msg_id"], r["body"], r["origin_topic"]) for r in rows] == [
+        (sent["msg_id"], "dead letter", "CliDlq")
+    ]
+    table = ok(pymq("admin", "message", "dlq", "cli-dlq", "--namesrv", ns)).splitlines()
+    assert "ORIGIN_TOPIC" in table[0] and table[1].endswith("dead letter")
