@@ -30,6 +30,8 @@ from broker.ha.slave import HAClient
 from broker.longpoll import HeldPull, PullRequestHoldService
 from broker.metrics import BrokerMetrics
 from broker.processors import AdminProcessor, PullMessageProcessor, SendMessageProcessor
+from broker.processors.clients import ClientsProcessor
+from broker.processors.config import ConfigProcessor
 from broker.processors.send import SendOutcome
 from broker.registration import BrokerRegistrar
 from broker.schedule import ScheduleMessageService
@@ -99,6 +101,8 @@ class BrokerController:
         self.metrics = BrokerMetrics(self.store)
         self.metrics.watch_ha(self.ha_status)
         self.clients = ClientManager()  # live producers and consumers, per group
+        self.connections = ClientsProcessor(self.clients, self.admin)
+        self.settings = ConfigProcessor(config, self.store.config, self._settings_changed)
         self.on_clients_expired: Callable[[], None] = self._scan_clients
         self.registrar = BrokerRegistrar(
             config.namesrv_addrs,
@@ -147,6 +151,10 @@ class BrokerController:
         else:
             self.epochs.begin(self.store.commit_log.max_offset())
         return report
+
+    def _settings_changed(self, keys: set[str]) -> None:
+        if "broker_permission" in keys:  # routes carry it: tell the NameServers now
+            self.registrar.register_soon()
 
     def _master_unreachable(self) -> None:
         """A slave could not reach its master: ask the NameServers again (the master may

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -91,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.run(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit would fail again
+        return 141
     return code
 
 

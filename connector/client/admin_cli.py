@@ -152,6 +152,70 @@ def _consumer_reset(admin: Admin, args: argparse.Namespace) -> Any:
     return rows, ["broker_name", "queue_id", "offset"]
 
 
+def _consumer_list(admin: Admin, _args: argparse.Namespace) -> Output:
+    groups = admin.consumer_groups()
+    rows = [{**g, "state": "online" if g["clients"] else "offline"} for g in groups]
+    columns = ["group", "state", "clients", "consume_type", "message_model", "topics", "total_lag"]
+    return Output(rows, columns, data=groups)
+
+
+_CONNECTION_COLUMNS = ["client_id", "addr", "language", "version", "last_heartbeat_ms"]
+
+
+def _consumer_connections(admin: Admin, args: argparse.Namespace) -> Output:
+    view = admin.consumer_connections(args.group)
+    subs = ", ".join(f"{t} ({e})" for t, e in view["subscriptions"].items()) or "none"
+    footer = (
+        f"{len(view['connections'])} client(s) online; {view['consume_type'] or '-'}, "
+        f"{view['message_model'] or '-'}, {view['consume_from_where'] or '-'}; "
+        f"subscriptions: {subs}"
+    )
+    return Output(view["connections"], _CONNECTION_COLUMNS, data=view, footer=footer)
+
+
+def _producer_connections(admin: Admin, args: argparse.Namespace) -> Output:
+    view = admin.producer_connections(args.group)
+    footer = f"{len(view['connections'])} client(s) online"
+    return Output(view["connections"], _CONNECTION_COLUMNS, data=view, footer=footer)
+
+
+_PERMS = {"0": 0, "2": 2, "4": 4, "6": 6, "-": 0, "w": 2, "r": 4, "rw": 6, "wr": 6}
+
+
+def _perm(text: str) -> int:
+    try:
+        return _PERMS[text.strip().lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a permission: 2 or w (write), 4 or r (read), 6 or rw (both)"
+        ) from None
+
+
+def _topic_update(admin: Admin, args: argparse.Namespace) -> Output:
+    rows = admin.update_topic(args.name, perm=args.perm)
+    return Output(rows, ["broker_name", "topic", "read_queue_nums", "write_queue_nums", "perm"])
+
+
+def _broker_config_get(admin: Admin, args: argparse.Namespace) -> Output:
+    config = admin.broker_config(args.addr)
+    if args.keys:
+        unknown = [k for k in args.keys if k not in config]
+        if unknown:
+            raise PyMQError(f"unknown setting {unknown[0]!r}")
+        config = {k: config[k] for k in args.keys}
+    return Output(key_values(config), ["key", "value"], data=config)
+
+
+def _broker_config_set(admin: Admin, args: argparse.Namespace) -> Output:
+    pairs = args.pairs
+    if len(pairs) % 2:
+        raise PyMQError("broker config set takes KEY VALUE pairs")
+    changes = dict(zip(pairs[::2], pairs[1::2], strict=True))
+    config = admin.update_broker_config(args.addr, changes)
+    changed = {k: config[k] for k in changes}
+    return Output(key_values(changed), ["key", "value"], data=changed)
+
+
 def _common_options(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument(
         "--namesrv", default=default, help='NameServer addresses "h:p;h:p" (or PYMQ_NAMESRV)'
@@ -182,7 +246,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         p.set_defaults(run=_runner(handler))
         return p
 
-    topic = group_parser("topic", "create, list, route, status, delete")
+    topic = group_parser("topic", "create, list, route, status, delete, update")
     t = topic.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = command(t, "create", _topic_create, "create a topic on every broker of a cluster")
     p.add_argument("name")
@@ -192,6 +256,14 @@ def register(parser: argparse.ArgumentParser) -> None:
     command(t, "route", _topic_route, "brokers and queues of a topic").add_argument("name")
     command(t, "status", _topic_status, "min/max offset of every queue").add_argument("name")
     command(t, "delete", _topic_delete, "delete a topic from every broker").add_argument("name")
+    p = command(t, "update", _topic_update, "change a topic's permission on every broker")
+    p.add_argument("name")
+    p.add_argument(
+        "--perm",
+        type=_perm,
+        required=True,
+        help="2 or w (write only), 4 or r (read only), 6 or rw (both)",
+    )
 
     cluster = group_parser("cluster", "list brokers")
     c = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -202,9 +274,29 @@ def register(parser: argparse.ArgumentParser) -> None:
         "clusters, brokers, roles, epochs, replication lag and in-sync state, last heartbeats",
     )
 
-    broker = group_parser("broker", "one broker's status")
+    broker = group_parser("broker", "one broker's status and settings")
     b = broker.add_subparsers(dest="action", metavar="ACTION", required=True)
-    command(b, "status", _broker_status, "a broker's /health").add_argument("addr")
+    addr_help = "the broker's remoting or REST address, or a broker name (its master)"
+    command(b, "status", _broker_status, "a broker's /health").add_argument("addr", help=addr_help)
+    config = b.add_parser(
+        "config",
+        help="get or set a running broker's settings",
+        description="get or set a running broker's settings",
+        parents=[shared],
+    )
+    bc = config.add_subparsers(dest="config_action", metavar="ACTION", required=True)
+    p = command(bc, "get", _broker_config_get, "every setting, or the KEYs, as the broker runs")
+    p.add_argument("addr", help=addr_help)
+    p.add_argument("keys", nargs="*", metavar="KEY")
+    p = command(
+        bc,
+        "set",
+        _broker_config_set,
+        "change settings until the broker stops (only "
+        "those it reads at run time: max_reconsume_times, auto_create_topic_enable, ...)",
+    )
+    p.add_argument("addr", help=addr_help)
+    p.add_argument("pairs", nargs="+", metavar="KEY VALUE")
 
     message = group_parser("message", "get, query, send, print, dlq")
     m = message.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -255,8 +347,15 @@ def register(parser: argparse.ArgumentParser) -> None:
     p.add_argument("group")
     p.add_argument("--count", type=_positive, metavar="N", help="at most N messages")
 
-    consumer = group_parser("consumer", "progress, reset")
+    consumer = group_parser("consumer", "list, connections, progress, reset")
     cs = consumer.add_subparsers(dest="action", metavar="ACTION", required=True)
+    command(cs, "list", _consumer_list, "consumer groups: online or not, clients, topics, lag")
+    command(
+        cs,
+        "connections",
+        _consumer_connections,
+        "a group's clients online: ids, addresses, versions; its subscriptions",
+    ).add_argument("group")
     command(
         cs, "progress", _consumer_progress, "broker offset, consumer offset, lag per queue"
     ).add_argument("group")
@@ -270,6 +369,15 @@ def register(parser: argparse.ArgumentParser) -> None:
         help="now, an ISO date-time (2026-11-27T18:40:02, local unless it has an offset) "
         "or ms since the epoch",
     )
+
+    producer = group_parser("producer", "connections")
+    ps = producer.add_subparsers(dest="action", metavar="ACTION", required=True)
+    command(
+        ps,
+        "connections",
+        _producer_connections,
+        "a producer group's clients online: ids, addresses, versions",
+    ).add_argument("group")
 
 
 def _natural(text: str) -> int:
@@ -310,6 +418,8 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
             print(json.dumps(out.json_data, indent=1, default=str))
         else:
             print(table(out.rows, out.columns))
+            if out.footer:
+                print(out.footer)
         return 0
 
     return run

@@ -145,6 +145,7 @@ class Output:
     rows: Sequence[Mapping[str, Any]]
     columns: Sequence[str]
     data: Any = None
+    footer: str = ""  # a line under the table (not in --json)
 
     @property
     def json_data(self) -> Any:

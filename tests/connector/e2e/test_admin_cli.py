@@ -13,8 +13,11 @@ import threading
 import time
 
 import httpx
+import orjson
 
-from connector import Admin, Message, Producer
+from connector import Admin, Message, Producer, PullConsumer
+from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+from connector.remoting.client import RemotingConnection
 from connector.server.local import LocalCluster
 
 PYMQ = [sys.executable, "-m", "connector.cli"]
@@ -164,7 +167,7 @@ def test_bodies_are_text_when_utf8_else_base64(cluster: LocalCluster) -> None:
     )
     assert sorted(r["body"] or "" for r in rows) == ["", "héllo"]
     lines = ok(pymq("admin", "message", "print", "CliBodies", "--namesrv", ns)).splitlines()
-    assert len(lines) == 2 and lines[0].endswith("  héllo") and lines[1].endswith("base64:/wAB")
+    assert sorted(line.split("  ")[-1] for line in lines) == ["base64:/wAB", "héllo"]
 
 
 def test_message_print_reads_queues_without_committing(cluster: LocalCluster) -> None:
@@ -284,3 +287,185 @@ def test_message_dlq_lists_a_groups_dead_letters(cluster: LocalCluster) -> None:
     ]
     table = ok(pymq("admin", "message", "dlq", "cli-dlq", "--namesrv", ns)).splitlines()
     assert "ORIGIN_TOPIC" in table[0] and table[1].endswith("dead letter")
+
+
+class Client:
+    """A RocketMQ-style client: one connection to every broker, heartbeating a consumer
+    group (subscribed to ``topic``) and a producer group."""
+
+    def __init__(
+        self, cluster: LocalCluster, client_id: str, consumer: str, producer: str, topic: str
+    ) -> None:
+        self.conns = [RemotingConnection(b.addr) for b in cluster.brokers]
+        self.body = orjson.dumps(
+            {
+                "clientID": client_id,
+                "producerDataSet": [{"groupName": producer}],
+                "consumerDataSet": [
+                    {
+                        "groupName": consumer,
+                        "consumeType": "CONSUME_PASSIVELY",
+                        "messageModel": "CLUSTERING",
+                        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                        "subscriptionDataSet": [{"topic": topic, "subString": "TagA || TagB"}],
+                    }
+                ],
+            }
+        )
+
+    def heartbeat(self) -> None:
+        for conn in self.conns:
+            cmd = RemotingCommand(RequestCode.HEART_BEAT, body=self.body)
+            assert conn.invoke(cmd, 10).code == ResponseCode.SUCCESS
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.close()
+
+
+def test_consumer_and_producer_connections_and_consumer_list(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    ok(pymq("admin", "topic", "create", "CliConns", "--queues", "2", "--namesrv", ns))
+    clients = [
+        Client(cluster, f"10.0.0.{i}@cli", "cli-conns-app", "cli-conns-prod", "CliConns")
+        for i in (1, 2)
+    ]
+    try:
+        for c in clients:
+            c.heartbeat()
+        with Admin(namesrv=ns) as admin, PullConsumer(group="cli-conns-app", namesrv=ns) as pc:
+            mq = next(iter(pc.fetch_queues("CliConns")))
+            with Producer(group="cli-conns-send", namesrv=ns) as producer:
+                for _ in range(3):
+                    producer.send(Message(topic="CliConns", body=b"x"), queue=mq)
+            pc.commit_offset(mq, 1)
+            assert admin.consumer_progress("cli-conns-app")
+
+        view = json.loads(
+            ok(pymq("admin", "consumer", "connections", "cli-conns-app", "--namesrv", ns, "--json"))
+        )
+        assert [c["client_id"] for c in view["connections"]] == ["10.0.0.1@cli", "10.0.0.2@cli"]
+        assert all(
+            c["addr"].startswith("127.0.0.1:")
+            and c["language"] == "PYTHON"
+            and isinstance(c["version"], int)
+            for c in view["connections"]
+        )
+        assert view["subscriptions"] == {"CliConns": "TagA || TagB"}
+        assert view["message_model"] == "CLUSTERING"
+        table = ok(pymq("admin", "--namesrv", ns, "consumer", "connections", "cli-conns-app"))
+        lines = table.splitlines()
+        assert lines[0].split() == ["CLIENT_ID", "ADDR", "LANGUAGE", "VERSION", "LAST_HEARTBEAT"]
+        assert "10.0.0.1@cli" in lines[1] and " ago)" in lines[1]
+        assert lines[-1].startswith("2 client(s) online") and "CliConns (TagA || TagB)" in lines[-1]
+
+        view = json.loads(
+            ok(
+                pymq(
+                    "admin", "producer", "connections", "cli-conns-prod", "--json", "--namesrv", ns
+                )
+            )
+        )
+        assert [c["client_id"] for c in view["connections"]] == ["10.0.0.1@cli", "10.0.0.2@cli"]
+        empty = ok(pymq("admin", "producer", "connections", "nobody", "--namesrv", ns))
+        assert empty.splitlines()[-1] == "0 client(s) online"
+
+        groups = json.loads(ok(pymq("admin", "consumer", "list", "--namesrv", ns, "--json")))
+        mine = next(g for g in groups if g["group"] == "cli-conns-app")
+        assert mine["clients"] == 2 and mine["total_lag"] == 2 and "CliConns" in mine["topics"]
+        table = ok(pymq("admin", "consumer", "list", "--namesrv", ns))
+        row = next(x for x in table.splitlines() if x.startswith("cli-conns-app "))
+        assert row.split()[1:3] == ["online", "2"] and row.split()[-1] == "2"
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_topic_update_changes_the_permission_everywhere(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    ok(pymq("admin", "topic", "create", "CliPerm", "--queues", "2", "--namesrv", ns))
+    rows = json.loads(
+        ok(pymq("admin", "topic", "update", "CliPerm", "--perm", "r", "--namesrv", ns, "--json"))
+    )
+    assert sorted((r["broker_name"], r["perm"], r["write_queue_nums"]) for r in rows) == [
+        ("broker-a", 4, 2),
+        ("broker-b", 4, 2),
+    ]
+    with Admin(namesrv=ns) as admin:
+        route = admin.topic_route("CliPerm")  # the brokers registered the change at once
+        assert {q.perm for q in route.queues} == {4}
+    table = ok(pymq("admin", "--namesrv", ns, "topic", "update", "CliPerm", "--perm", "6"))
+    assert table.splitlines()[0].split()[-1] == "PERM" and table.splitlines()[1].endswith("6")
+    bad = pymq("admin", "topic", "update", "CliPerm", "--perm", "x", "--namesrv", ns)
+    assert bad.returncode == 2 and "not a permission" in bad.stderr
+
+
+def test_broker_config_get_and_set(cluster: LocalCluster) -> None:
+    ns = cluster.namesrv_addr
+    broker = cluster.brokers[0]
+    full = json.loads(
+        ok(pymq("admin", "broker", "config", "get", broker.addr, "--namesrv", ns, "--json"))
+    )
+    assert full["broker_name"] == broker.name and "flush_disk_type" in full
+    got = ok(
+        pymq(
+            "admin", "broker", "config", "get", broker.name, "max_reconsume_times", "--namesrv", ns
+        )
+    )
+    assert got.splitlines()[1].split() == ["max_reconsume_times", "16"]
+    try:
+        out = json.loads(
+            ok(
+                pymq(
+                    "admin",
+                    "broker",
+                    "config",
+                    "set",
+                    broker.name,
+                    "max_reconsume_times",
+                    "3",
+                    "--namesrv",
+                    ns,
+                    "--json",
+                )
+            )
+        )
+        assert out == {"max_reconsume_times": 3}
+        again = json.loads(
+            ok(
+                pymq(
+                    "admin",
+                    "--json",
+                    "broker",
+                    "config",
+                    "get",
+                    f"http://{broker.http_addr}",
+                    "--namesrv",
+                    ns,
+                )
+            )
+        )
+        assert again["max_reconsume_times"] == 3
+    finally:
+        ok(
+            pymq(
+                "admin",
+                "broker",
+                "config",
+                "set",
+                broker.name,
+                "max_reconsume_times",
+                "16",
+                "--namesrv",
+                ns,
+            )
+        )
+    for pairs, said in [
+        (["store_dir", "/elsewhere"], "read at start only"),
+        (["max_reconsume_times", "many"], "bad value for max_reconsume_times"),
+        (["no_such_key", "1"], "unknown setting"),
+        (["max_reconsume_times"], "KEY VALUE pairs"),
+    ]:
+        bad = pymq("admin", "broker", "config", "set", broker.name, *pairs, "--namesrv", ns)
+        assert bad.returncode == 1 and len(bad.stderr.splitlines()) == 1, bad.stderr
+        assert said in bad.stderr
