@@ -19,7 +19,7 @@ from connector.client.admin_messages import (
     message_query,
     message_send,
 )
-from connector.errors import PyMQError
+from connector.errors import ConfigError, PyMQError
 
 __all__ = ["register"]
 
@@ -201,7 +201,7 @@ def _broker_config_get(admin: Admin, args: argparse.Namespace) -> Output:
     if args.keys:
         unknown = [k for k in args.keys if k not in config]
         if unknown:
-            raise PyMQError(f"unknown setting {unknown[0]!r}")
+            raise ConfigError(f"unknown setting {unknown[0]!r}")
         config = {k: config[k] for k in args.keys}
     return Output(key_values(config), ["key", "value"], data=config)
 
@@ -209,7 +209,7 @@ def _broker_config_get(admin: Admin, args: argparse.Namespace) -> Output:
 def _broker_config_set(admin: Admin, args: argparse.Namespace) -> Output:
     pairs = args.pairs
     if len(pairs) % 2:
-        raise PyMQError("broker config set takes KEY VALUE pairs")
+        raise ConfigError("broker config set takes KEY VALUE pairs")
     changes = dict(zip(pairs[::2], pairs[1::2], strict=True))
     config = admin.update_broker_config(args.addr, changes)
     changed = {k: config[k] for k in changes}

@@ -136,7 +136,7 @@ def read_messages(admin: Admin, topic: str, args: argparse.Namespace) -> int:
     wait_ms = 0
     try:
         while cursors and (limit is None or printed < limit):
-            news = False
+            news = moved = False
             for c in cursors:
                 if not args.follow and c.offset >= c.end:
                     continue
@@ -144,7 +144,8 @@ def read_messages(admin: Admin, topic: str, args: argparse.Namespace) -> int:
                 res = admin.pull(
                     c.broker, topic, c.queue_id, c.offset, max_nums=want, wait_ms=wait_ms
                 )
-                c.offset = max(c.offset, int(res["next_begin_offset"]))
+                before, c.offset = c.offset, max(c.offset, int(res["next_begin_offset"]))
+                moved = moved or c.offset != before
                 now = now_ms()
                 for m in res["messages"][:want]:
                     row = {"broker_name": c.broker_name, **with_body(m)}
@@ -155,7 +156,9 @@ def read_messages(admin: Admin, topic: str, args: argparse.Namespace) -> int:
                 news = news or bool(res["messages"])
                 if limit is not None and printed >= limit:
                     break
-            if not args.follow and all(c.offset >= c.end for c in cursors):
+            # without --follow: done at the ends seen at the start, or when nothing moves
+            # (messages counted but not yet readable, as a SYNC_MASTER's past its slaves)
+            if not args.follow and (not moved or all(c.offset >= c.end for c in cursors)):
                 break
             # caught up: the next pass waits (long polls) for news instead of spinning
             wait_ms = 0 if news else max(50, _FOLLOW_WAIT_MS // len(cursors))
