@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,15 +131,22 @@ def _line(broker_name: str, m: dict[str, Any], now: int) -> str:
 
 def read_messages(admin: Admin, topic: str, args: argparse.Namespace) -> int:
     """Print messages until the end of every queue (or forever with ``--follow``), at
-    most ``--count``; the number printed. Ctrl-C stops it between two lines."""
+    most ``--count``; the number printed. Ctrl-C stops it between two lines (at most
+    a long poll, about a second, later), so what it counts is what it printed."""
     cursors = _cursors(admin, topic, args)
     limit = args.count
     printed = 0
     wait_ms = 0
+    stop = threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda _sig, _frame: stop.set())
     try:
-        while cursors and (limit is None or printed < limit):
+        while cursors and (limit is None or printed < limit) and not stop.is_set():
             news = moved = False
             for c in cursors:
+                if stop.is_set():
+                    break
                 if not args.follow and c.offset >= c.end:
                     continue
                 want = _PULL_BATCH if limit is None else min(_PULL_BATCH, limit - printed)
@@ -148,6 +157,8 @@ def read_messages(admin: Admin, topic: str, args: argparse.Namespace) -> int:
                 moved = moved or c.offset != before
                 now = now_ms()
                 for m in res["messages"][:want]:
+                    if stop.is_set():
+                        break
                     row = {"broker_name": c.broker_name, **with_body(m)}
                     print(
                         json.dumps(row) if args.json else _line(c.broker_name, m, now), flush=True
@@ -163,7 +174,10 @@ def read_messages(admin: Admin, topic: str, args: argparse.Namespace) -> int:
             # caught up: the next pass waits (long polls) for news instead of spinning
             wait_ms = 0 if news else max(50, _FOLLOW_WAIT_MS // len(cursors))
     except KeyboardInterrupt:
-        pass  # Ctrl-C: a clean stop, nothing to commit
+        pass  # Ctrl-C before the handler was in place: a clean stop too
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     return printed
 
 
