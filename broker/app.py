@@ -42,12 +42,15 @@ from connector.protocol.rest import (
     MAX_I64,
     BatchCommitRequest,
     BatchCommitView,
+    ConsumerConnections,
+    ConsumerGroupSummary,
     ConsumerOffset,
     ConsumerProgress,
     EndTransactionRequest,
     EndTransactionView,
     MessageView,
     OffsetCommit,
+    ProducerConnections,
     PullResultView,
     SendBackRequest,
     SendMessageRequest,
@@ -299,8 +302,12 @@ def create_app(controller: BrokerController) -> FastAPI:
     # -- lookups ------------------------------------------------------------------------
 
     @app.get("/messages/{msg_id}", tags=["query"])
-    async def message_by_id(msg_id: str) -> MessageView:
-        return MessageView(**message_json(ctrl.admin.message_by_id(msg_id)))
+    async def message_by_id(
+        msg_id: str, topic: Annotated[str | None, Query(max_length=255)] = None
+    ) -> MessageView:
+        """A message by its offset msgId, or by the msgId its send returned (UNIQ_KEY:
+        looked up in ``topic``'s index, or every topic's)."""
+        return MessageView(**message_json(ctrl.admin.message_by_id(msg_id, topic)))
 
     @app.get("/topics/{topic}/messages", tags=["query"])
     async def messages_by_key(
@@ -323,6 +330,33 @@ def create_app(controller: BrokerController) -> FastAPI:
         group: str, topic: str, queue_id: int, body: OffsetCommit
     ) -> ConsumerOffset:
         return ctrl.admin.commit_offset(group, topic, queue_id, body.offset)
+
+    @app.get("/consumers", tags=["consumers"])
+    async def consumer_groups() -> list[ConsumerGroupSummary]:
+        """Every group with a client online or an offset committed here, and its lag."""
+        return ctrl.connections.consumer_groups()
+
+    @app.get("/consumers/{group}/connections", tags=["consumers"])
+    async def consumer_connections(group: str) -> ConsumerConnections:
+        """The group's live clients (id, address, language, version) and subscriptions."""
+        return ctrl.connections.consumer_connections(group)
+
+    @app.get("/producers/{group}/connections", tags=["producers"])
+    async def producer_connections(group: str) -> ProducerConnections:
+        return ctrl.connections.producer_connections(group)
+
+    # -- settings -----------------------------------------------------------------------
+
+    @app.get("/config", tags=["ops"])
+    async def get_config() -> dict[str, Any]:
+        """Every setting as the broker runs with it (secrets masked)."""
+        return ctrl.settings.get()
+
+    @app.put("/config", tags=["ops"], dependencies=[JsonBody])
+    async def update_config(changes: dict[str, Any]) -> dict[str, Any]:
+        """Change settings the broker reads where it uses them, until it stops
+        (``{"auto_create_topic_enable": false}``); the others are refused (400)."""
+        return ctrl.settings.update(changes)
 
     @app.get("/consumers/{group}/progress", tags=["consumers"])
     async def progress(group: str) -> ConsumerProgress:

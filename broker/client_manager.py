@@ -28,6 +28,9 @@ class LiveClient:
     client_id: str
     conn: Conn
     last_seen_ms: int
+    addr: str = ""  # the peer's host:port
+    language: str = ""  # what its requests say: JAVA, CPP, PYTHON, ...
+    version: int = 0  # RocketMQ's version code its requests carry
 
 
 @dataclass(slots=True)
@@ -68,6 +71,9 @@ class ClientManager:
         consume_type: str = "",
         message_model: str = "",
         consume_from_where: str = "",
+        addr: str = "",
+        language: str = "",
+        version: int = 0,
     ) -> bool:
         """Record a consumer's heartbeat; True if the group's members changed."""
         now = self.clock()
@@ -76,15 +82,25 @@ class ClientManager:
             info = self.consumers[group] = ConsumerGroupInfo(group)
         known = info.clients.get(client_id)
         changed = known is None or known.conn != conn
-        info.clients[client_id] = LiveClient(client_id, conn, now)
+        info.clients[client_id] = LiveClient(client_id, conn, now, addr, language, version)
         info.subscriptions.update(subscriptions)
         info.consume_type = consume_type or info.consume_type
         info.message_model = message_model or info.message_model
         info.consume_from_where = consume_from_where or info.consume_from_where
         return changed
 
-    def producer_heartbeat(self, group: str, client_id: str, conn: Conn) -> None:
-        self.producers.setdefault(group, {})[client_id] = LiveClient(client_id, conn, self.clock())
+    def producer_heartbeat(
+        self,
+        group: str,
+        client_id: str,
+        conn: Conn,
+        *,
+        addr: str = "",
+        language: str = "",
+        version: int = 0,
+    ) -> None:
+        live = LiveClient(client_id, conn, self.clock(), addr, language, version)
+        self.producers.setdefault(group, {})[client_id] = live
 
     def unregister(
         self, client_id: str, *, producer_group: str = "", consumer_group: str = ""
@@ -135,6 +151,12 @@ class ClientManager:
     def consumer_conns(self, group: str) -> list[Conn]:
         info = self.consumers.get(group)
         return [live.conn for live in info.clients.values()] if info else []
+
+    def consumer_group(self, group: str) -> ConsumerGroupInfo | None:
+        return self.consumers.get(group)
+
+    def producer_clients(self, group: str) -> list[LiveClient]:
+        return sorted(self.producers.get(group, {}).values(), key=lambda c: c.client_id)
 
     def producer_conns(self, group: str) -> list[Conn]:
         return [live.conn for live in self.producers.get(group, {}).values()]

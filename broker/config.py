@@ -65,6 +65,11 @@ class BrokerRole(str, enum.Enum):
         return self is not BrokerRole.SLAVE
 
 
+def _is_host_port(addr: str) -> bool:
+    host, sep, port = addr.rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
+
+
 @dataclass(frozen=True, kw_only=True)
 class BrokerConfig:
     """Everything a broker process needs besides its store's own settings."""
@@ -154,10 +159,13 @@ class BrokerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
-        if self.ha_master_address:
-            host, sep, port = self.ha_master_address.rpartition(":")
-            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ConfigError("ha_master_address must be host:port")
+        if self.ha_master_address and not _is_host_port(self.ha_master_address):
+            raise ConfigError("ha_master_address must be host:port")
+        for addr in self.namesrv_addrs:
+            if not _is_host_port(addr):
+                raise ConfigError(
+                    f'NameServer address {addr!r} is not host:port (namesrv takes "h:p;h:p")'
+                )
         if self.broker_permission not in (0, 2, 4, 6):
             raise ConfigError("broker_permission must be 0, 2 (write), 4 (read) or 6")
         for name in (

@@ -30,10 +30,13 @@ from broker.ha.slave import HAClient
 from broker.longpoll import HeldPull, PullRequestHoldService
 from broker.metrics import BrokerMetrics
 from broker.processors import AdminProcessor, PullMessageProcessor, SendMessageProcessor
+from broker.processors.clients import ClientsProcessor
+from broker.processors.config import ConfigProcessor
 from broker.processors.send import SendOutcome
 from broker.registration import BrokerRegistrar
 from broker.schedule import ScheduleMessageService
 from broker.store.epochs import EpochFile
+from broker.store.lock import StoreLock
 from broker.store.offsets import ConsumerOffsetTable
 from broker.store.replica import ReplicaLog
 from broker.store.results import PutMessageResult, PutMessageStatus, RecoveryReport
@@ -63,6 +66,9 @@ class BrokerController:
         """``ha_socket``: a master's bound HA listener (its slaves connect there)."""
         self.config = config
         store_config = config.store_config()
+        # first: a store another broker owns is left as it is (StoreLockedError)
+        self.store_lock = StoreLock(store_config.store_dir)
+        self.store_lock.acquire()
         self.store = MessageStore(store_config, clock=clock)
         cfg_dir = store_config.config_dir
         self.topics = TopicManager(
@@ -98,6 +104,8 @@ class BrokerController:
         self.metrics = BrokerMetrics(self.store)
         self.metrics.watch_ha(self.ha_status)
         self.clients = ClientManager()  # live producers and consumers, per group
+        self.connections = ClientsProcessor(self.clients, self.admin)
+        self.settings = ConfigProcessor(config, self.store.config, self._settings_changed)
         self.on_clients_expired: Callable[[], None] = self._scan_clients
         self.registrar = BrokerRegistrar(
             config.namesrv_addrs,
@@ -148,6 +156,10 @@ class BrokerController:
             self.epochs.begin(self.store.commit_log.max_offset())
         return report
 
+    def _settings_changed(self, keys: set[str]) -> None:
+        if "broker_permission" in keys:  # routes carry it: tell the NameServers now
+            self.registrar.register_soon()
+
     def _master_unreachable(self) -> None:
         """A slave could not reach its master: ask the NameServers again (the master may
         have come back elsewhere)."""
@@ -166,6 +178,7 @@ class BrokerController:
             task.cancel()
         self._tasks = []
         await asyncio.to_thread(self._stop_store)
+        self.store_lock.release()
         log.info("broker %s stopped cleanly", self.config.broker_name)
 
     def _stop_store(self) -> None:

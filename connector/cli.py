@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from connector import __version__
 
@@ -31,8 +33,40 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+_PARSER_ATTR = "_pymq_parser"  # the namespace's note of the innermost parser that ran
+_MAX_USAGE_CHARS = 160
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the errors of a command line tool: the usage of the command that
+    was typed (``pymq admin topic create``, not ``pymq``) on one line, then the error.
+
+    Every subcommand's parser is of this class (argparse makes subparsers of their
+    parent's class), so each notes itself on the namespace it fills; the innermost
+    one is the command that was typed.
+    """
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        ns, extras = super().parse_known_args(args, namespace)
+        if not hasattr(ns, _PARSER_ATTR):
+            setattr(ns, _PARSER_ATTR, self)
+        return ns, extras
+
+    def short_usage(self) -> str:
+        """The usage on one line; a long one points at ``--help``."""
+        usage = " ".join(self.format_usage().split())
+        if len(usage) <= _MAX_USAGE_CHARS:
+            return usage
+        return f"usage: {self.prog} [options] ({self.prog} --help lists them)"
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.short_usage()}\n{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="pymq",
         description="pymq: a RocketMQ-style message broker whose first-class client is Spark.",
     )
@@ -46,7 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    typed: argparse.ArgumentParser = getattr(args, _PARSER_ATTR, parser)
+    delattr(args, _PARSER_ATTR)
+    if extras:  # the command that was typed refuses them, with its own usage
+        typed.error(f"unrecognized arguments: {' '.join(extras)}")
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
@@ -54,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.run(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit would fail again
+        return 141
     return code
 
 

@@ -27,7 +27,8 @@ chaining ``isinstance`` checks. The HTTP edge maps codes to status codes once.
     │   ├── ConnectError                CONNECT_FAILED
     │   └── RemotingTimeoutError        TIMEOUT
     ├── StoreError                      a broken store invariant
-    │   └── CorruptRecordError          CORRUPT_RECORD: bytes that are not a record
+    │   ├── CorruptRecordError          CORRUPT_RECORD: bytes that are not a record
+    │   └── StoreLockedError            STORE_LOCKED: another process owns the store
     └── ConfigError                     CONFIG_ILLEGAL: a bad setting
 """
 
@@ -59,6 +60,7 @@ __all__ = [
     "RemotingTimeoutError",
     "ServiceNotAvailableError",
     "StoreError",
+    "StoreLockedError",
     "TopicNotExistError",
     "TransactionDecidedError",
     "UnsupportedMediaTypeError",
@@ -229,6 +231,16 @@ class CorruptRecordError(StoreError):
         self.position = position
 
 
+class StoreLockedError(StoreError):
+    """Another process holds the store's lock (``pid``: its process id, 0 if unknown)."""
+
+    code = "STORE_LOCKED"
+
+    def __init__(self, message: str, *, pid: int = 0) -> None:
+        super().__init__(message, pid=pid)
+        self.pid = pid
+
+
 class ConfigError(PyMQError, ValueError):
     code = "CONFIG_ILLEGAL"
     http_status = 400
@@ -243,6 +255,6 @@ def error_for_code(code: str, message: str = "") -> PyMQError:
         return err
     if cls is MessageTooLargeError:
         return MessageTooLargeError(message=message)
-    if cls is CorruptRecordError:
-        return CorruptRecordError(message)
+    if cls in (CorruptRecordError, StoreLockedError):
+        return cls(message)
     return cls(message)

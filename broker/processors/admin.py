@@ -22,7 +22,7 @@ from connector.errors import (
     TopicNotExistError,
 )
 from connector.protocol.message import MessageExt
-from connector.protocol.msgid import decode_offset_msg_id
+from connector.protocol.msgid import decode_offset_msg_id, is_msg_id
 from connector.protocol.names import DEFAULT_TOPIC, SCHEDULE_TOPIC, validate_group, validate_topic
 from connector.protocol.rest import (
     ConsumerOffset,
@@ -116,15 +116,26 @@ class AdminProcessor:
 
     # -- lookups -----------------------------------------------------------------------
 
-    def message_by_id(self, offset_msg_id: str) -> MessageExt:
+    def message_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """The message ``msg_id`` names: an offset msgId of this broker's store, or the
+        msgId a send returns (UNIQ_KEY), looked up in the index of ``topic`` (of every
+        topic when None), as RocketMQ's queryMsgById takes either."""
+        if not is_msg_id(msg_id):
+            raise MessageIllegalError(f"{msg_id!r} is not a msgId (32 hex characters)")
         try:
-            _, offset = decode_offset_msg_id(offset_msg_id)
-        except (ValueError, PyMQError):
-            raise MessageIllegalError(f"{offset_msg_id!r} is not an offset msgId") from None
-        msg = self.store.look_message_by_offset(offset)
-        if msg is None:
-            raise MessageNotExistError(f"no message with offset msgId {offset_msg_id}")
-        return msg
+            _, offset = decode_offset_msg_id(msg_id)
+        except PyMQError:  # a UNIQ_KEY whose bytes are no offset
+            offset = -1
+        msg = self.store.look_message_by_offset(offset) if offset >= 0 else None
+        if msg is not None and msg.offset_msg_id.upper() == msg_id.upper():
+            return msg
+        if topic is not None:
+            validate_topic(topic)
+        for name in [topic] if topic else sorted(c.topic for c in self.topics.all()):
+            for found in self.store.query_message(name, msg_id, 32):
+                if found.msg_id.upper() == msg_id.upper():
+                    return found
+        raise MessageNotExistError(f"no message with msgId {msg_id} on {self.config.broker_name}")
 
     def messages_by_key(self, topic: str, key: str, max_num: int = 32) -> list[MessageExt]:
         validate_topic(topic)

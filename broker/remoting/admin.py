@@ -1,6 +1,11 @@
-"""Offsets, topics and lookups over remoting (RocketMQ's AdminBrokerProcessor,
-ConsumerManageProcessor and QueryMessageProcessor), each a call into
-``broker.processors.admin``.
+"""Offsets, topics, lookups, connections and settings over remoting (RocketMQ's
+AdminBrokerProcessor, ConsumerManageProcessor and QueryMessageProcessor), each a
+call into a processor (``broker.processors.admin``, ``.clients``, ``.config``).
+
+GET_CONSUMER_CONNECTION_LIST (203) and GET_PRODUCER_CONNECTION_LIST (204)
+answer RocketMQ's ConsumerConnection / ProducerConnection JSON (203:
+CONSUMER_NOT_ONLINE when the group has no client); GET_BROKER_CONFIG (26) the
+settings as ``key=value`` lines, and UPDATE_BROKER_CONFIG (25) takes such lines.
 
 QUERY_CONSUMER_OFFSET of a group with no committed offset answers 0 while
 the queue still starts at 0 (nothing deleted), as Apache's broker does, so
@@ -15,10 +20,16 @@ import orjson
 from broker.controller import BrokerController
 from connector.errors import ConsumerOffsetNotExistError, MessageNotExistError
 from connector.protocol.remoting import RemotingCommand, ResponseCode
-from connector.protocol.rest import TopicConfigBody
+from connector.protocol.rest import ClientConnection, TopicConfigBody
 from connector.server.remoting import Channel, Ext
 
 __all__ = ["AdminHandlers"]
+
+
+def _connection(c: ClientConnection) -> dict[str, object]:
+    """RocketMQ's Connection."""
+    return {"clientId": c.client_id, "clientAddr": c.addr, "language": c.language,
+            "version": c.version}  # fmt: skip
 
 
 class AdminHandlers:
@@ -113,6 +124,46 @@ class AdminHandlers:
         last = max(m.store_timestamp for m in msgs)
         ext_out = {"indexLastUpdateTimestamp": str(last), "indexLastUpdatePhyoffset": "0"}
         return request.response(ext=ext_out, body=b"".join(records))
+
+    # -- connections and settings --------------------------------------------------------
+
+    def consumer_connections(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        view = self.ctrl.connections.consumer_connections(Ext(request.ext).text("consumerGroup"))
+        if not view.connections:
+            return request.response(
+                ResponseCode.CONSUMER_NOT_ONLINE, remark=f"the consumer group {view.group} "
+                "not online",
+            )  # fmt: skip
+        body = {
+            "connectionSet": [_connection(c) for c in view.connections],
+            "subscriptionTable": {
+                topic: {"topic": topic, "subString": expr, "classFilterMode": False,
+                        "tagsSet": [], "codeSet": [], "subVersion": 0}
+                for topic, expr in view.subscriptions.items()
+            },
+            "consumeType": view.consume_type,
+            "messageModel": view.message_model,
+            "consumeFromWhere": view.consume_from_where,
+        }  # fmt: skip
+        return request.response(body=orjson.dumps(body))
+
+    def producer_connections(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        view = self.ctrl.connections.producer_connections(Ext(request.ext).text("producerGroup"))
+        body = {"connectionSet": [_connection(c) for c in view.connections]}
+        return request.response(body=orjson.dumps(body))
+
+    def broker_config(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        lines = [f"{k}={'' if v is None else v}" for k, v in self.ctrl.settings.get().items()]
+        return request.response(body="\n".join(lines).encode())
+
+    def update_broker_config(self, _: Channel, request: RemotingCommand) -> RemotingCommand:
+        changes = {}
+        for line in bytes(request.body or b"").decode("utf-8", "replace").splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() and not key.lstrip().startswith("#"):
+                changes[key.strip()] = value.strip()
+        self.ctrl.settings.update(changes)
+        return request.response()
 
     # -- topics ------------------------------------------------------------------------
 

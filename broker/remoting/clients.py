@@ -54,9 +54,14 @@ class ClientHandlers:
         client_id = _text(data.get("clientID"))
         if not client_id:
             raise ClientError("the heartbeat has no clientID")
+        addr = f"{channel.peer[0]}:{channel.peer[1]}" if channel.peer[0] else ""
+        language, version = request.language, request.version
         for producer in data.get("producerDataSet") or []:
             if isinstance(producer, dict) and producer.get("groupName"):
-                self.clients.producer_heartbeat(_text(producer["groupName"]), client_id, channel)
+                self.clients.producer_heartbeat(
+                    _text(producer["groupName"]), client_id, channel,
+                    addr=addr, language=language, version=version,
+                )  # fmt: skip
         for consumer in data.get("consumerDataSet") or []:
             if not isinstance(consumer, dict) or not consumer.get("groupName"):
                 continue
@@ -75,6 +80,9 @@ class ClientHandlers:
                 consume_type=_text(consumer.get("consumeType")),
                 message_model=_text(consumer.get("messageModel")),
                 consume_from_where=_text(consumer.get("consumeFromWhere")),
+                addr=addr,
+                language=language,
+                version=version,
             )
             if changed:
                 log.info("consumer %s joined group %s", client_id, group)

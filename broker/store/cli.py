@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from broker.store.inspect import inspect_store, verify_store
@@ -24,7 +25,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 def _store_dir(raw: str) -> Path | None:
     path = Path(raw)
     if not (path / "commitlog").is_dir():
-        print(f"pymq: {raw} is not a store directory (no commitlog/ inside)")
+        print(f"pymq store: {raw} is not a store directory (no commitlog/ inside)", file=sys.stderr)
         return None
     return path
 

@@ -13,8 +13,14 @@ from typing import Any
 from connector.client.namesrv import NameServerClient, parse_namesrv
 from connector.client.rest import DEFAULT_TIMEOUT_MS, RestClient, path
 from connector.client.rpc import Rpc
-from connector.errors import PyMQError, TopicNotExistError
-from connector.protocol.msgid import decode_offset_msg_id
+from connector.errors import (
+    ConfigError,
+    MessageIllegalError,
+    MessageNotExistError,
+    PyMQError,
+    TopicNotExistError,
+)
+from connector.protocol.msgid import decode_offset_msg_id, is_msg_id
 from connector.protocol.names import validate_group, validate_topic
 from connector.protocol.route import ClusterInfo, TopicRouteData
 
@@ -66,17 +72,31 @@ class Admin:
         }
 
     def _http_of(self, addr: str) -> str:
-        """The REST base URL of the broker whose remoting address is ``addr`` (the
-        address itself when no broker has it: it may be a REST address already)."""
+        """The REST base URL of the broker whose remoting address is ``addr``, or of the
+        master of the broker named ``addr`` (the address itself when no broker has it:
+        it may be a REST address already)."""
         for b in self.namesrv.cluster_info().brokers:
+            if b.broker_name == addr and "0" in b.http_addrs:
+                return b.http_addrs["0"]
             for broker_id, remoting in b.addrs.items():
                 if remoting == addr and broker_id in b.http_addrs:
                     return b.http_addrs[broker_id]
         return addr
 
     def broker_status(self, addr: str) -> dict[str, Any]:
-        """``/health`` of the broker at ``addr`` (its remoting or REST address)."""
+        """``/health`` of the broker at ``addr`` (its remoting or REST address, or a
+        broker name: its master)."""
         out: dict[str, Any] = self._call(self._http_of(addr), "GET", "/health")
+        return out
+
+    def broker_config(self, addr: str) -> dict[str, Any]:
+        """Every setting of the broker at ``addr`` (as ``broker_status``), as it runs."""
+        out: dict[str, Any] = self._call(self._http_of(addr), "GET", "/config")
+        return out
+
+    def update_broker_config(self, addr: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """Change settings of a running broker (until it stops); its settings after."""
+        out: dict[str, Any] = self._call(self._http_of(addr), "PUT", "/config", changes)
         return out
 
     # -- topics ------------------------------------------------------------------------
@@ -111,6 +131,19 @@ class Admin:
             self._call(addr, "PUT", path("topics", topic), body)
         return sorted(masters)
 
+    def update_topic(self, topic: str, *, perm: int) -> list[dict[str, Any]]:
+        """Change ``topic``'s permission (2 write, 4 read, 6 both; RocketMQ's) on every
+        broker that has it, its queues kept; each broker's new config."""
+        if perm not in (0, 2, 4, 6):
+            raise ConfigError(f"perm must be 2 (write), 4 (read), 6 (both) or 0, got {perm}")
+        out = []
+        for name, addr in sorted(self._topic_brokers(topic).items()):
+            now = self._call(addr, "GET", path("topics", topic))
+            body = {k: now[k] for k in ("read_queue_nums", "write_queue_nums", "order") if k in now}
+            done = self._call(addr, "PUT", path("topics", topic), {**body, "perm": perm})
+            out.append({"broker_name": name, **{k: v for k, v in done.items() if k != "queues"}})
+        return out
+
     def _topic_brokers(self, topic: str) -> dict[str, str]:
         route = self.topic_route(topic)
         holders = {q.broker_name for q in route.queues}
@@ -138,13 +171,77 @@ class Admin:
 
     # -- messages ----------------------------------------------------------------------
 
-    def get_message(self, offset_msg_id: str) -> dict[str, Any]:
-        """The message an offset msgId names, asked of the broker the id names."""
-        host, _ = decode_offset_msg_id(offset_msg_id)
-        out: dict[str, Any] = self._call(
-            self._http_of(host), "GET", path("messages", offset_msg_id)
-        )
+    def get_message(self, msg_id: str, *, topic: str | None = None) -> dict[str, Any]:
+        """The message ``msg_id`` names: its offset msgId, or the msgId its send returned
+        (UNIQ_KEY), as RocketMQ's queryMsgById. The broker an offset msgId names is asked
+        first, then every master (which looks a UNIQ_KEY up in ``topic``'s index, or in
+        every topic's)."""
+        if not is_msg_id(msg_id):
+            raise MessageIllegalError(f"{msg_id!r} is not a msgId (32 hex characters)")
+        try:
+            host, _ = decode_offset_msg_id(msg_id)
+        except PyMQError:  # a UNIQ_KEY whose bytes are no address and offset
+            host = ""
+        info = self.namesrv.cluster_info()
+        masters = [
+            b.http_addrs["0"]
+            for b in sorted(info.brokers, key=lambda b: b.broker_name)
+            if "0" in b.http_addrs
+        ]
+        named = [
+            b.http_addrs[i]
+            for b in info.brokers
+            for i, a in b.addrs.items()
+            if a == host and i in b.http_addrs
+        ]
+        target = path("messages", msg_id, query={"topic": topic})
+        for addr in dict.fromkeys([*named, *masters]):
+            try:
+                out: dict[str, Any] = self._call(addr, "GET", target)
+            except MessageNotExistError:
+                continue
+            return out
+        raise MessageNotExistError(f"no broker has a message with msgId {msg_id}")
+
+    def topic_queues(self, topic: str) -> list[tuple[str, str, dict[str, Any]]]:
+        """Every queue of ``topic``: (broker name, its REST base URL, the queue's status:
+        ``queue_id``, ``min_offset``, ``max_offset``, ``last_update_timestamp``)."""
+        out = []
+        for name, addr in sorted(self._topic_brokers(topic).items()):
+            for q in self._call(addr, "GET", path("topics", topic))["queues"]:
+                out.append((name, addr, q))
         return out
+
+    def pull(
+        self,
+        broker: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_nums: int = 32,
+        wait_ms: int = 0,
+    ) -> dict[str, Any]:
+        """One pull from ``broker`` (a REST base URL) that commits nothing: ``status``,
+        ``next_begin_offset``, ``min_offset``, ``max_offset``, ``messages``; with
+        ``wait_ms`` an empty answer waits (long polling) that long for a message."""
+        target = path(
+            "topics",
+            topic,
+            "queues",
+            queue_id,
+            "messages",
+            query={"offset": offset, "max": max_nums, "wait_ms": wait_ms},
+        )
+        out: dict[str, Any] = self._call(broker, "GET", target)
+        return out
+
+    def offset_by_time(self, broker: str, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The offset of the first message of a queue stored at or after a time."""
+        target = path(
+            "topics", topic, "queues", queue_id, "offset-by-time", query={"timestamp": timestamp_ms}
+        )
+        return int(self._call(broker, "GET", target)["offset"])
 
     def query_message(self, topic: str, key: str, max_num: int = 32) -> list[dict[str, Any]]:
         """Messages of ``topic`` with KEYS or UNIQ_KEY ``key``, from every broker."""
@@ -167,29 +264,88 @@ class Admin:
             rows += [{"broker_name": name, **q} for q in raw["queues"]]
         return rows
 
+    def _merge_masters(self, target: str) -> list[tuple[str, Any]]:
+        return [
+            (name, self._call(addr, "GET", target)) for name, addr in sorted(self.masters().items())
+        ]
+
+    def consumer_groups(self) -> list[dict[str, Any]]:
+        """Every consumer group a master knows (clients online or offsets committed):
+        ``group``, ``clients`` (distinct ids online), ``consume_type``,
+        ``message_model``, ``topics``, ``total_lag`` (summed over the masters)."""
+        groups: dict[str, dict[str, Any]] = {}
+        online: dict[str, set[str]] = {}
+        for name, answer in self._merge_masters("/consumers"):
+            for g in answer:
+                row = groups.setdefault(
+                    g["group"],
+                    {
+                        "group": g["group"],
+                        "clients": 0,
+                        "consume_type": "",
+                        "message_model": "",
+                        "topics": [],
+                        "total_lag": 0,
+                        "brokers": [],
+                    },
+                )
+                row["total_lag"] += g["total_lag"]
+                row["topics"] = sorted(set(row["topics"]) | set(g["topics"]))
+                row["consume_type"] = row["consume_type"] or g["consume_type"]
+                row["message_model"] = row["message_model"] or g["message_model"]
+                row["brokers"].append(name)
+                if g["clients"]:
+                    online.setdefault(g["group"], set()).add(name)
+        for group, row in groups.items():
+            if group in online:  # a client heartbeats every broker: count ids once
+                row["clients"] = len(
+                    {c["client_id"] for c in self.consumer_connections(group)["connections"]}
+                )
+        return [groups[g] for g in sorted(groups)]
+
+    def consumer_connections(self, group: str) -> dict[str, Any]:
+        """The group's clients online (``connections``: client_id, addr, language,
+        version, last_heartbeat_ms), merged over the masters, and ``subscriptions``."""
+        validate_group(group)
+        out: dict[str, Any] = {
+            "group": group,
+            "consume_type": "",
+            "message_model": "",
+            "consume_from_where": "",
+            "subscriptions": {},
+        }
+        clients: dict[str, dict[str, Any]] = {}
+        for _, answer in self._merge_masters(path("consumers", group, "connections")):
+            for key in ("consume_type", "message_model", "consume_from_where"):
+                out[key] = out[key] or answer[key]
+            out["subscriptions"].update(answer["subscriptions"])
+            for c in answer["connections"]:
+                seen = clients.get(c["client_id"])
+                if seen is None or c["last_heartbeat_ms"] > seen["last_heartbeat_ms"]:
+                    clients[c["client_id"]] = c
+        out["connections"] = [clients[c] for c in sorted(clients)]
+        return out
+
+    def producer_connections(self, group: str) -> dict[str, Any]:
+        """The producer group's clients online, merged over the masters."""
+        validate_group(group)
+        clients: dict[str, dict[str, Any]] = {}
+        for _, answer in self._merge_masters(path("producers", group, "connections")):
+            for c in answer["connections"]:
+                seen = clients.get(c["client_id"])
+                if seen is None or c["last_heartbeat_ms"] > seen["last_heartbeat_ms"]:
+                    clients[c["client_id"]] = c
+        return {"group": group, "connections": [clients[c] for c in sorted(clients)]}
+
     def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> list[dict[str, Any]]:
         """Move the group's offsets in ``topic`` to the first message at/after a time."""
         validate_group(group)
         rows = []
-        for name, addr in sorted(self._topic_brokers(topic).items()):
-            status = self._call(addr, "GET", path("topics", topic))
-            for q in status["queues"]:
-                qid = q["queue_id"]
-                found = self._call(
-                    addr,
-                    "GET",
-                    path(
-                        "topics",
-                        topic,
-                        "queues",
-                        qid,
-                        "offset-by-time",
-                        query={"timestamp": timestamp_ms},
-                    ),
-                )
-                offset = int(found["offset"])
-                self._call(
-                    addr, "PUT", path("consumers", group, "offsets", topic, qid), {"offset": offset}
-                )
-                rows.append({"broker_name": name, "queue_id": qid, "offset": offset})
+        for name, addr, q in self.topic_queues(topic):
+            qid = q["queue_id"]
+            offset = self.offset_by_time(addr, topic, qid, timestamp_ms)
+            self._call(
+                addr, "PUT", path("consumers", group, "offsets", topic, qid), {"offset": offset}
+            )
+            rows.append({"broker_name": name, "queue_id": qid, "offset": offset})
         return rows

@@ -4,30 +4,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from connector.client.admin import Admin
-from connector.client.producer import Producer
-from connector.errors import PyMQError
-from connector.protocol.message import Message
+from connector.client.admin_format import Output, key_values, parse_time, table
+from connector.client.admin_messages import (
+    message_dlq,
+    message_get,
+    message_print,
+    message_query,
+    message_send,
+)
+from connector.errors import ConfigError, PyMQError
 
 __all__ = ["register"]
 
 Handler = Callable[[Admin, argparse.Namespace], Any]
-
-
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    """A plain text table; ``columns`` picks and orders the keys."""
-    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
-    line = "  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))
-    out = [line]
-    for row in cells:
-        out.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
-    return "\n".join(out)
 
 
 def _cluster_list(admin: Admin, _args: argparse.Namespace) -> Any:
@@ -67,12 +63,25 @@ def _cluster_list(admin: Admin, _args: argparse.Namespace) -> Any:
             mine = seen_by_master.get(live.broker_name, {}).get(live.broker_id)
             row["lag_bytes"] = state.get("lag_bytes", "")
             row["in_sync"] = (
-                "yes" if mine and mine["in_sync"]
-                else "no" if state.get("master_connected") else "master lost"
-            )  # fmt: skip
+                "yes"
+                if mine and mine["in_sync"]
+                else "no"
+                if state.get("master_connected")
+                else "master lost"
+            )
         rows.append(row)
-    columns = ["cluster", "broker", "id", "role", "addr", "epoch", "max_offset", "lag_bytes",
-               "in_sync", "last_heartbeat_ms"]  # fmt: skip
+    columns = [
+        "cluster",
+        "broker",
+        "id",
+        "role",
+        "addr",
+        "epoch",
+        "max_offset",
+        "lag_bytes",
+        "in_sync",
+        "last_heartbeat_ms",
+    ]
     return rows, columns
 
 
@@ -121,52 +130,21 @@ def _topic_delete(admin: Admin, args: argparse.Namespace) -> Any:
 
 def _broker_status(admin: Admin, args: argparse.Namespace) -> Any:
     status = admin.broker_status(args.addr)
-    return [
-        {"key": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v}
-        for k, v in status.items()
-    ], ["key", "value"]
-
-
-def _message_get(admin: Admin, args: argparse.Namespace) -> Any:
-    msg = admin.get_message(args.msg_id)
-    return [
-        {"key": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v}
-        for k, v in msg.items()
-    ], ["key", "value"]
-
-
-def _message_query(admin: Admin, args: argparse.Namespace) -> Any:
-    rows = admin.query_message(args.topic, args.key)
-    return rows, [
-        "broker_name",
-        "queue_id",
-        "queue_offset",
-        "msg_id",
-        "offset_msg_id",
-        "tags",
-        "store_timestamp",
-    ]
-
-
-def _message_send(admin: Admin, args: argparse.Namespace) -> Any:
-    with Producer(group="pymq-admin", namesrv=admin.namesrv.addrs) as producer:
-        r = producer.send(
-            Message(topic=args.topic, body=args.body.encode(), tags=args.tags, keys=args.keys or [])
-        )
-    row = {
-        "status": r.status.value,
-        "msg_id": r.msg_id,
-        "offset_msg_id": r.offset_msg_id,
-        "broker": r.queue.broker_name,
-        "queue_id": r.queue.queue_id,
-        "queue_offset": r.queue_offset,
-    }
-    return [row], list(row)
+    return Output(key_values(status), ["key", "value"], data=status)
 
 
 def _consumer_progress(admin: Admin, args: argparse.Namespace) -> Any:
     rows = admin.consumer_progress(args.group)
-    return rows, ["topic", "broker_name", "queue_id", "broker_offset", "consumer_offset", "lag"]
+    columns = [
+        "topic",
+        "broker_name",
+        "queue_id",
+        "broker_offset",
+        "consumer_offset",
+        "lag",
+        "last_timestamp",
+    ]
+    return rows, columns
 
 
 def _consumer_reset(admin: Admin, args: argparse.Namespace) -> Any:
@@ -174,10 +152,89 @@ def _consumer_reset(admin: Admin, args: argparse.Namespace) -> Any:
     return rows, ["broker_name", "queue_id", "offset"]
 
 
+def _consumer_list(admin: Admin, _args: argparse.Namespace) -> Output:
+    groups = admin.consumer_groups()
+    rows = [{**g, "state": "online" if g["clients"] else "offline"} for g in groups]
+    columns = ["group", "state", "clients", "consume_type", "message_model", "topics", "total_lag"]
+    return Output(rows, columns, data=groups)
+
+
+_CONNECTION_COLUMNS = ["client_id", "addr", "language", "version", "last_heartbeat_ms"]
+
+
+def _consumer_connections(admin: Admin, args: argparse.Namespace) -> Output:
+    view = admin.consumer_connections(args.group)
+    subs = ", ".join(f"{t} ({e})" for t, e in view["subscriptions"].items()) or "none"
+    footer = (
+        f"{len(view['connections'])} client(s) online; {view['consume_type'] or '-'}, "
+        f"{view['message_model'] or '-'}, {view['consume_from_where'] or '-'}; "
+        f"subscriptions: {subs}"
+    )
+    return Output(view["connections"], _CONNECTION_COLUMNS, data=view, footer=footer)
+
+
+def _producer_connections(admin: Admin, args: argparse.Namespace) -> Output:
+    view = admin.producer_connections(args.group)
+    footer = f"{len(view['connections'])} client(s) online"
+    return Output(view["connections"], _CONNECTION_COLUMNS, data=view, footer=footer)
+
+
+_PERMS = {"0": 0, "2": 2, "4": 4, "6": 6, "-": 0, "w": 2, "r": 4, "rw": 6, "wr": 6}
+
+
+def _perm(text: str) -> int:
+    try:
+        return _PERMS[text.strip().lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a permission: 2 or w (write), 4 or r (read), 6 or rw (both)"
+        ) from None
+
+
+def _topic_update(admin: Admin, args: argparse.Namespace) -> Output:
+    rows = admin.update_topic(args.name, perm=args.perm)
+    return Output(rows, ["broker_name", "topic", "read_queue_nums", "write_queue_nums", "perm"])
+
+
+def _broker_config_get(admin: Admin, args: argparse.Namespace) -> Output:
+    config = admin.broker_config(args.addr)
+    if args.keys:
+        unknown = [k for k in args.keys if k not in config]
+        if unknown:
+            raise ConfigError(f"unknown setting {unknown[0]!r}")
+        config = {k: config[k] for k in args.keys}
+    return Output(key_values(config), ["key", "value"], data=config)
+
+
+def _broker_config_set(admin: Admin, args: argparse.Namespace) -> Output:
+    pairs = args.pairs
+    if len(pairs) % 2:
+        raise ConfigError("broker config set takes KEY VALUE pairs")
+    changes = dict(zip(pairs[::2], pairs[1::2], strict=True))
+    config = admin.update_broker_config(args.addr, changes)
+    changed = {k: config[k] for k in changes}
+    return Output(key_values(changed), ["key", "value"], data=changed)
+
+
+def _common_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument(
+        "--namesrv", default=default, help='NameServer addresses "h:p;h:p" (or PYMQ_NAMESRV)'
+    )
+    parser.add_argument(
+        "--json", action="store_true", default=default, help="print JSON instead of a table"
+    )
+
+
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--namesrv", help='NameServer addresses "h:p;h:p" (or PYMQ_NAMESRV)')
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _common_options(parser, None)
+    # the same options on every subcommand, so they may stand anywhere on the line; their
+    # SUPPRESS default keeps a value typed before the subcommand
+    shared = argparse.ArgumentParser(add_help=False)
+    _common_options(shared, argparse.SUPPRESS)
     groups = parser.add_subparsers(dest="admin_group", metavar="GROUP", required=True)
+
+    def group_parser(name: str, help_text: str) -> argparse.ArgumentParser:
+        return groups.add_parser(name, help=help_text, description=help_text, parents=[shared])
 
     def command(
         group: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -185,11 +242,11 @@ def register(parser: argparse.ArgumentParser) -> None:
         handler: Handler,
         help_text: str,
     ) -> argparse.ArgumentParser:
-        p = group.add_parser(name, help=help_text, description=help_text)
+        p = group.add_parser(name, help=help_text, description=help_text, parents=[shared])
         p.set_defaults(run=_runner(handler))
         return p
 
-    topic = groups.add_parser("topic", help="create, list, route, status, delete")
+    topic = group_parser("topic", "create, list, route, status, delete, update")
     t = topic.add_subparsers(dest="action", metavar="ACTION", required=True)
     p = command(t, "create", _topic_create, "create a topic on every broker of a cluster")
     p.add_argument("name")
@@ -199,53 +256,170 @@ def register(parser: argparse.ArgumentParser) -> None:
     command(t, "route", _topic_route, "brokers and queues of a topic").add_argument("name")
     command(t, "status", _topic_status, "min/max offset of every queue").add_argument("name")
     command(t, "delete", _topic_delete, "delete a topic from every broker").add_argument("name")
+    p = command(t, "update", _topic_update, "change a topic's permission on every broker")
+    p.add_argument("name")
+    p.add_argument(
+        "--perm",
+        type=_perm,
+        required=True,
+        help="2 or w (write only), 4 or r (read only), 6 or rw (both)",
+    )
 
-    cluster = groups.add_parser("cluster", help="list brokers")
+    cluster = group_parser("cluster", "list brokers")
     c = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
     command(
-        c, "list", _cluster_list,
+        c,
+        "list",
+        _cluster_list,
         "clusters, brokers, roles, epochs, replication lag and in-sync state, last heartbeats",
-    )  # fmt: skip
+    )
 
-    broker = groups.add_parser("broker", help="one broker's status")
+    broker = group_parser("broker", "one broker's status and settings")
     b = broker.add_subparsers(dest="action", metavar="ACTION", required=True)
-    command(b, "status", _broker_status, "a broker's /health").add_argument("addr")
+    addr_help = "the broker's remoting or REST address, or a broker name (its master)"
+    command(b, "status", _broker_status, "a broker's /health").add_argument("addr", help=addr_help)
+    config = b.add_parser(
+        "config",
+        help="get or set a running broker's settings",
+        description="get or set a running broker's settings",
+        parents=[shared],
+    )
+    bc = config.add_subparsers(dest="config_action", metavar="ACTION", required=True)
+    p = command(bc, "get", _broker_config_get, "every setting, or the KEYs, as the broker runs")
+    p.add_argument("addr", help=addr_help)
+    p.add_argument("keys", nargs="*", metavar="KEY")
+    p = command(
+        bc,
+        "set",
+        _broker_config_set,
+        "change settings until the broker stops (only "
+        "those it reads at run time: max_reconsume_times, auto_create_topic_enable, ...)",
+    )
+    p.add_argument("addr", help=addr_help)
+    p.add_argument("pairs", nargs="+", metavar="KEY VALUE")
 
-    message = groups.add_parser("message", help="get, query, send")
+    message = group_parser("message", "get, query, send, print, dlq")
     m = message.add_subparsers(dest="action", metavar="ACTION", required=True)
-    command(m, "get", _message_get, "a message by offset msgId").add_argument("msg_id")
-    p = command(m, "query", _message_query, "messages of a topic by key")
+    p = command(
+        m,
+        "get",
+        message_get,
+        "a message by either msgId: the one its send returned (UNIQ_KEY) or its offset msgId",
+    )
+    p.add_argument("msg_id")
+    p.add_argument("--topic", help="look a UNIQ_KEY msgId up in this topic only (faster)")
+    p = command(m, "query", message_query, "messages of a topic by key")
     p.add_argument("topic")
     p.add_argument("--key", required=True)
-    p = command(m, "send", _message_send, "send one message (through the full producer path)")
+    p = command(m, "send", message_send, "send one message (through the full producer path)")
     p.add_argument("topic")
     p.add_argument("body")
     p.add_argument("--tags")
     p.add_argument("--keys", nargs="*")
+    p = command(
+        m,
+        "print",
+        message_print,
+        "print a topic's messages (a console consumer that "
+        "commits nothing); one line each, JSON lines with --json",
+    )
+    p.add_argument("topic")
+    p.add_argument("--queue", type=_natural, help="this queue id only (of every broker)")
+    start = p.add_mutually_exclusive_group()
+    start.add_argument(
+        "--from",
+        dest="from_offset",
+        type=_natural,
+        metavar="OFFSET",
+        help="start at this queue offset (default: each queue's first)",
+    )
+    start.add_argument(
+        "--since",
+        type=_time,
+        metavar="TIME",
+        help="start at the first message stored at/after TIME (now|ISO|MS)",
+    )
+    p.add_argument("--count", type=_positive, metavar="N", help="stop after N messages")
+    p.add_argument(
+        "--follow", action="store_true", help="keep waiting for new messages until Ctrl-C"
+    )
+    p = command(m, "dlq", message_dlq, "the messages of a group's dead letter queue (%DLQ%GROUP)")
+    p.add_argument("group")
+    p.add_argument("--count", type=_positive, metavar="N", help="at most N messages")
 
-    consumer = groups.add_parser("consumer", help="progress, reset")
+    consumer = group_parser("consumer", "list, connections, progress, reset")
     cs = consumer.add_subparsers(dest="action", metavar="ACTION", required=True)
+    command(cs, "list", _consumer_list, "consumer groups: online or not, clients, topics, lag")
+    command(
+        cs,
+        "connections",
+        _consumer_connections,
+        "a group's clients online: ids, addresses, versions; its subscriptions",
+    ).add_argument("group")
     command(
         cs, "progress", _consumer_progress, "broker offset, consumer offset, lag per queue"
     ).add_argument("group")
     p = command(cs, "reset", _consumer_reset, "move a group's offsets to a point in time")
     p.add_argument("group")
     p.add_argument("topic")
-    p.add_argument("--timestamp", type=int, required=True, help="ms since the epoch")
+    p.add_argument(
+        "--timestamp",
+        type=_time,
+        required=True,
+        help="now, an ISO date-time (2026-11-27T18:40:02, local unless it has an offset) "
+        "or ms since the epoch",
+    )
+
+    producer = group_parser("producer", "connections")
+    ps = producer.add_subparsers(dest="action", metavar="ACTION", required=True)
+    command(
+        ps,
+        "connections",
+        _producer_connections,
+        "a producer group's clients online: ids, addresses, versions",
+    ).add_argument("group")
+
+
+def _natural(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number >= 0")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number > 0")
+    return int(text)
+
+
+def _time(text: str) -> int:
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
+        # the one-line error below says what failed; the client's warnings (a connection
+        # closed, a retry) would only add lines to it
+        logging.basicConfig(level=logging.ERROR, format="pymq admin: %(message)s")
         try:
             with Admin(namesrv=args.namesrv or os.environ.get("PYMQ_NAMESRV")) as admin:
-                rows, columns = handler(admin, args)
+                out = handler(admin, args)
         except PyMQError as exc:
             print(f"pymq admin: {exc.message}", file=sys.stderr)
             return 1
+        if out is None:  # the command printed as it went
+            return 0
+        if isinstance(out, tuple):
+            out = Output(*out)
         if args.json:
-            print(json.dumps(rows, indent=1, default=str))
+            print(json.dumps(out.json_data, indent=1, default=str))
         else:
-            print(table(rows, columns))
+            print(table(out.rows, out.columns))
+            if out.footer:
+                print(out.footer)
         return 0
 
     return run

@@ -29,6 +29,7 @@ __all__ = [
     "decode_offset_msg_id",
     "encode_host",
     "encode_offset_msg_id",
+    "is_msg_id",
 ]
 
 _HOST = struct.Struct(">4sI")
@@ -79,6 +80,11 @@ def offset_msg_ids(store_host_hex: str, offsets: Sequence[int]) -> tuple[str, ..
     if len(offsets) <= 32:
         return tuple([f"{store_host_hex}{offset:016X}" for offset in offsets])
     return tuple(hex_ids(store_host_hex, offsets, 16))
+
+
+def is_msg_id(text: str) -> bool:
+    """32 hex characters: the shape of both ids, the offset msgId and the UNIQ_KEY."""
+    return len(text) == 32 and all(c in "0123456789abcdefABCDEF" for c in text)
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:

@@ -32,6 +32,7 @@ __all__ = [
     "MAX_FRAME_BYTES",
     "FrameDecoder",
     "FrameError",
+    "HttpPeerError",
     "RemotingCommand",
     "RequestCode",
     "ResponseCode",
@@ -47,6 +48,9 @@ SERIALIZE_ROCKETMQ = 1
 LANGUAGE = "PYTHON"
 
 _I32 = struct.Struct(">i")
+# how HTTP answers and requests begin: a remoting peer pointed at a REST port (or the
+# other way round) reads these as an absurd frame length, and says what they are
+_HTTP_STARTS = frozenset({b"HTTP", b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC"})
 _PREFIX = struct.Struct(">ii")  # length, (serializeType << 24) | headerLength
 _BIN_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
 
@@ -90,6 +94,10 @@ class RequestCode(IntEnum):
     DELETE_TOPIC_IN_NAMESRV = 216
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     GET_CONSUME_STATS = 208
+    UPDATE_BROKER_CONFIG = 25
+    GET_BROKER_CONFIG = 26
+    GET_CONSUMER_CONNECTION_LIST = 203
+    GET_PRODUCER_CONNECTION_LIST = 204
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     LITE_PULL_MESSAGE = 361
@@ -113,10 +121,15 @@ class ResponseCode(IntEnum):
     PULL_RETRY_IMMEDIATELY = 20
     PULL_OFFSET_MOVED = 21
     QUERY_NOT_FOUND = 22
+    CONSUMER_NOT_ONLINE = 206
 
 
 class FrameError(ValueError):
     """Bytes that are not a remoting frame: the connection cannot be trusted further."""
+
+
+class HttpPeerError(FrameError):
+    """The peer speaks HTTP: an address that is a REST port, not a remoting one."""
 
 
 @dataclass(slots=True)
@@ -356,6 +369,8 @@ class FrameDecoder:
             while end - pos >= 4:
                 (length,) = _I32.unpack_from(buf, pos)
                 if length < 4 or length > self.max_frame_bytes:
+                    if bytes(buf[pos : pos + 4]) in _HTTP_STARTS:
+                        raise HttpPeerError("the peer speaks HTTP, not RocketMQ remoting")
                     raise FrameError(f"frame length {length} is outside 4..{self.max_frame_bytes}")
                 if end - pos - 4 < length:
                     if length > self.LARGE_BODY and self._start_large(buf, pos, end, length):

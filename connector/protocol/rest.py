@@ -13,12 +13,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 __all__ = [
     "BatchCommitRequest",
     "BatchCommitView",
+    "ClientConnection",
+    "ConsumerConnections",
+    "ConsumerGroupSummary",
     "ConsumerOffset",
     "ConsumerProgress",
     "EndTransactionRequest",
     "EndTransactionView",
     "MessageView",
     "OffsetCommit",
+    "ProducerConnections",
     "PullResultView",
     "QueueProgress",
     "QueueStatus",
@@ -179,6 +183,44 @@ class ConsumerProgress(_Model):
     group: str
     total_lag: int
     queues: list[QueueProgress]
+
+
+class ClientConnection(_Model):
+    """A live client as its heartbeats show it (RocketMQ's Connection)."""
+
+    client_id: str
+    addr: str = Field(description="the client's host:port, as the broker sees it")
+    language: str = Field(description="JAVA, CPP, PYTHON, ... (its requests' language)")
+    version: int = Field(description="the RocketMQ version code its requests carry")
+    last_heartbeat_ms: int
+
+
+class ConsumerConnections(_Model):
+    """A consumer group's live clients and what they subscribe (RocketMQ's
+    ConsumerConnection); no connections when none is online."""
+
+    group: str
+    consume_type: str = ""
+    message_model: str = ""
+    consume_from_where: str = ""
+    subscriptions: dict[str, str] = Field(default_factory=dict, description="topic -> tags")
+    connections: list[ClientConnection] = Field(default_factory=list)
+
+
+class ProducerConnections(_Model):
+    group: str
+    connections: list[ClientConnection] = Field(default_factory=list)
+
+
+class ConsumerGroupSummary(_Model):
+    """A group with clients online or offsets committed on this broker."""
+
+    group: str
+    clients: int = Field(description="clients online (heartbeating) on this broker")
+    consume_type: str = ""
+    message_model: str = ""
+    topics: list[str] = Field(default_factory=list, description="subscribed or committed")
+    total_lag: int = 0
 
 
 class SendBackRequest(_Model):

@@ -45,6 +45,7 @@ from connector.protocol.remoting import (
     FLAG_ONEWAY,
     FrameDecoder,
     FrameError,
+    HttpPeerError,
     RemotingCommand,
     encode_header,
     frame_prefix,
@@ -396,7 +397,11 @@ class RemotingConnection:
             commands = self._decoder.feed(data)
         except FrameError as exc:
             log.warning("closing the connection to %s: %s", self.addr, exc)
-            self.close(RemotingError(f"{self.addr} sent a frame that does not parse: {exc}"))
+            if isinstance(exc, HttpPeerError):
+                reason = f"{self.addr} is an HTTP (REST) port, not a remoting port"
+                self.close(RemotingError(reason))
+            else:
+                self.close(RemotingError(f"{self.addr} sent a frame that does not parse: {exc}"))
             return False
         for cmd in commands:
             if cmd.is_response:

@@ -31,7 +31,21 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", type=Path, help="data folder (default: a new temp folder)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--flush", choices=["async", "sync"], help="brokers' flush mode")
+    parser.add_argument(
+        "--port", type=_port, default=0,
+        help="the first NameServer's remoting port (default 0: a free one; README: 9876)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--http-port", type=_port, default=None,
+        help="the first NameServer's REST port (default --port + 4, free with --port 0)",
+    )  # fmt: skip
     parser.set_defaults(run=_run)
+
+
+def _port(raw: str) -> int:
+    if not raw.isdigit() or int(raw) > 65535:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a port (0..65535)")
+    return int(raw)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -48,7 +62,8 @@ def _run(args: argparse.Namespace) -> int:
         env = {**os.environ, "PYMQ_BROKER_ROLE": args.role}  # masters; slaves say --role SLAVE
     cluster = LocalCluster(
         data, brokers=args.brokers, namesrvs=args.namesrvs, slaves=args.slaves,
-        host=args.host, broker_args=broker_args, env=env,
+        host=args.host, broker_args=broker_args, env=env, port=args.port,
+        http_port=args.http_port,
     )  # fmt: skip
     stop = threading.Event()
 

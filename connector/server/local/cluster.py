@@ -30,15 +30,25 @@ class LocalCluster:
         host: str = "127.0.0.1",
         broker_args: list[str] | None = None,
         env: Mapping[str, str] | None = None,
+        port: int = 0,
+        http_port: int | None = None,
     ) -> None:
+        """``port`` / ``http_port``: the first NameServer's (0: free ports; the HTTP
+        port defaults to ``port`` + 4 as a NameServer's does); the others take free ones."""
         self.data_dir = Path(data_dir)
         self.host = host
         self.env = dict(os.environ if env is None else env)
         self.broker_args = broker_args or []
+        first = ["--port", str(port)]
+        if http_port is not None:
+            first += ["--http-port", str(http_port)]
         self.namesrvs = [
             ServerProcess(
                 "namesrv",
-                ["--host", host, "--port", "0", "--data", str(self.data_dir / f"namesrv-{i}")],
+                [
+                    *("--host", host, *(first if i == 0 else ["--port", "0"])),
+                    *("--data", str(self.data_dir / f"namesrv-{i}")),
+                ],
                 log_path=self.data_dir / "logs" / f"namesrv-{i}.log",
                 env=self.env,
                 name=f"namesrv-{i}",

@@ -149,3 +149,42 @@ def test_a_group_named_too_long_for_a_retry_topic_still_joins(broker_addr: str) 
         assert m.members() == ["client-long"]
     finally:
         m.conn.close()
+
+
+def test_connections_and_settings_over_remoting(broker_addr: str) -> None:
+    """GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204),
+    GET_BROKER_CONFIG (26) and UPDATE_BROKER_CONFIG (25), as RocketMQ's mqadmin asks."""
+    m = Member(broker_addr, "10.1.1.1@conns", group="CID_conns")
+    try:
+        assert m.heartbeat().code == ResponseCode.SUCCESS
+        ask = RemotingCommand(
+            RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "CID_conns"}
+        )
+        resp = m.conn.invoke(ask, WAIT_S)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        body = orjson.loads(resp.body)
+        (conn,) = body["connectionSet"]
+        assert conn["clientId"] == "10.1.1.1@conns" and conn["clientAddr"].startswith("127.0.0.1:")
+        assert body["subscriptionTable"]["T"]["subString"] == "A || B"
+        nobody = RemotingCommand(
+            RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "none"}
+        )
+        assert m.conn.invoke(nobody, WAIT_S).code == ResponseCode.CONSUMER_NOT_ONLINE
+        producers = RemotingCommand(
+            RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "p"}
+        )
+        resp = m.conn.invoke(producers, WAIT_S)
+        assert orjson.loads(resp.body) == {"connectionSet": []}
+
+        resp = m.conn.invoke(RemotingCommand(RequestCode.GET_BROKER_CONFIG), WAIT_S)
+        lines = bytes(resp.body).decode().splitlines()
+        assert "max_reconsume_times=16" in lines
+        update = RemotingCommand(RequestCode.UPDATE_BROKER_CONFIG, body=b"max_reconsume_times=5\n")
+        assert m.conn.invoke(update, WAIT_S).code == ResponseCode.SUCCESS
+        resp = m.conn.invoke(RemotingCommand(RequestCode.GET_BROKER_CONFIG), WAIT_S)
+        assert "max_reconsume_times=5" in bytes(resp.body).decode().splitlines()
+        refused = RemotingCommand(RequestCode.UPDATE_BROKER_CONFIG, body=b"store_dir=/x\n")
+        resp = m.conn.invoke(refused, WAIT_S)
+        assert resp.code != ResponseCode.SUCCESS and "read at start only" in (resp.remark or "")
+    finally:
+        m.conn.close()
