@@ -67,7 +67,7 @@ unit: $(VENV)/.installed-test $(JAR) | java
 test: lint typecheck unit
 
 # Every benchmark, then one report (benchmarks/run_all.py): JSON and logs in benchmarks/results/,
-# the report in docs/benchmarks.md; 25-35 minutes. `make bench QUICK=1`: a smoke run of a few
+# the report in docs/benchmarks.md; 28-40 minutes. `make bench QUICK=1`: a smoke run of a few
 # minutes (results and report in benchmarks/results/quick/; docs/ keeps the last full run).
 bench: $(VENV)/.installed-test $(JAR)
 	$(PIP) install --quiet -e '.[bench]'
