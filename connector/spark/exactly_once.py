@@ -57,18 +57,20 @@ def new_write_id() -> str:
 
 
 def task_key(write_id: str | None) -> tuple[str, int]:
-    """(writer, batch) of the running task: the stream's query id and micro-batch id,
-    else the write's own id and 0."""
+    """(writer, batch) of the running task: a one-off write's own id and 0, else (a
+    stream's sink) the query's id and the micro-batch id. A one-off write never takes
+    the stream's key, even inside a stream's ``foreachBatch``: two writes of one batch
+    would share it, and the second would be taken for a re-run and dropped."""
+    if write_id is not None:
+        return write_id, 0
     from pyspark import TaskContext  # noqa: PLC0415 - executors only
 
     ctx = TaskContext.get()
     query = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
     batch = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
-    if query and batch is not None and batch.isdigit():
-        return f"query-{query}", int(batch)
-    if write_id is None:
+    if not query or batch is None or not batch.isdigit():
         raise ConfigError("exactly-once: this task has no streaming query id and no write id")
-    return write_id, 0
+    return f"query-{query}", int(batch)
 
 
 def half_of(result: Any, messages: int) -> Half:

@@ -153,3 +153,33 @@ def test_exactly_once_refuses_delayed_rows(spark: Any, cluster: LocalCluster) ->
             .option("topic", "EoDelay").option("deliveryGuarantee", "exactly-once")
             .mode("append").save()
         )  # fmt: skip
+
+
+def test_two_one_off_writes_in_one_foreach_batch_are_two_commits(
+    spark: Any, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A df.write inside a stream's foreachBatch has its own key, not the stream's: the
+    second write of a micro-batch is not taken for a re-run of the first and dropped."""
+    source, sink = "EoFbIn", "EoFbOut"
+    create_topic(cluster, source)
+    create_topic(cluster, sink)
+    sent = fill_queues(cluster.namesrv_addr, source, 300)
+    ns = cluster.namesrv_addr
+
+    def twice(df: Any, _batch: int) -> None:
+        for _ in range(2):
+            (
+                df.select("body").write.format("pymq").option("namesrv", ns)
+                .option("topic", sink).option("deliveryGuarantee", "exactly-once")
+                .mode("append").save()
+            )  # fmt: skip
+
+    query = (
+        spark.readStream.format("pymq").option("namesrv", ns).option("topic", source)
+        .option("startingOffsets", "earliest").load()
+        .writeStream.foreachBatch(twice).option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    query.awaitTermination(300)
+    assert query.exception() is None
+    assert sink_bodies(spark, cluster, sink) == Counter(sent + sent)
