@@ -48,6 +48,7 @@ committed has its halves rolled back like any undecided half, after
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import struct
 import threading
@@ -75,7 +76,9 @@ from connector.protocol.msgid import encode_host
 from connector.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_TOPIC
 from connector.protocol.properties import PropertyKeys, decode_properties, encode_properties
 
-__all__ = ["COMMIT", "ROLLBACK", "BatchCommitResult", "EndResult", "TransactionService"]
+__all__ = [
+    "COMMIT", "ROLLBACK", "BatchCommitResult", "EndResult", "TransactionService", "born_host_of",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 P = PropertyKeys
@@ -325,7 +328,7 @@ class TransactionService:
             return
         topic, queue = _real_queue(half)
         if P.TX_WRITER in half.properties:  # a batch half: its body is a wire batch
-            born_host = _born_host(half)
+            born_host = born_host_of(half)
             put = self.store.put_messages(
                 BatchInner(topic, queue, half.body, born_timestamp=half.born_timestamp,
                            born_host=born_host)
@@ -593,7 +596,8 @@ def _real_queue(half: MessageExt) -> tuple[str, int]:
     return topic, int(queue)
 
 
-def _born_host(half: MessageExt) -> bytes:
+def born_host_of(half: MessageExt) -> bytes:
+    """A stored message's BORNHOST as the record holds it (loopback if unreadable)."""
     host, _, port = half.born_host.rpartition(":")
     try:
         return encode_host(host, int(port))
@@ -604,25 +608,12 @@ def _born_host(half: MessageExt) -> bytes:
 def _as_real(half: MessageExt) -> MessageExt:
     """The half as its producer sent it: its real topic and queue (a check-back's body)."""
     props = half.properties
-    real = MessageExt(
+    return dataclasses.replace(
+        half,
         topic=props.get(P.REAL_TOPIC, half.topic),
-        body=half.body,
         queue_id=int(props.get(P.REAL_QUEUE_ID, "0") or 0),
-        queue_offset=half.queue_offset,
-        commit_log_offset=half.commit_log_offset,
         properties=dict(props),
-        flag=half.flag,
-        sys_flag=half.sys_flag,
-        body_crc=half.body_crc,
-        born_timestamp=half.born_timestamp,
-        born_host=half.born_host,
-        store_timestamp=half.store_timestamp,
-        store_host=half.store_host,
-        reconsume_times=half.reconsume_times,
-        store_size=half.store_size,
-        offset_msg_id=half.offset_msg_id,
     )
-    return real
 
 
 def _real_message(half: MessageExt) -> MessageInner:
@@ -641,6 +632,6 @@ def _real_message(half: MessageExt) -> MessageInner:
         flag=half.flag,
         sys_flag=(half.sys_flag & ~TRANSACTION_TYPES) | SysFlag.TRANSACTION_COMMIT,
         born_timestamp=half.born_timestamp,
-        born_host=_born_host(half),
+        born_host=born_host_of(half),
         reconsume_times=half.reconsume_times,
     )

@@ -25,10 +25,9 @@ from pydantic import ValidationError
 
 from broker.controller import BrokerController
 from broker.store.results import PutMessageStatus
-from broker.transaction import COMMIT, ROLLBACK
+from broker.transaction import COMMIT, ROLLBACK, born_host_of
 from connector.errors import MessageIllegalError
 from connector.protocol.message import MessageExt, SysFlag
-from connector.protocol.msgid import encode_host
 from connector.protocol.properties import PropertyKeys, encode_properties
 from connector.protocol.record import encode_record
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
@@ -135,11 +134,6 @@ def parse_batch_commit(raw: bytes) -> tuple[str, str, int, list[tuple[int, int]]
 def check_request(half: MessageExt, store_host: bytes) -> RemotingCommand:
     """CHECK_TRANSACTION_STATE for ``half`` (given with its real topic and queue)."""
     uniq = half.properties.get(PropertyKeys.UNIQ_KEY, "")
-    host, _, port = half.born_host.rpartition(":")
-    try:
-        born = encode_host(host, int(port))
-    except (ValueError, OSError):
-        born = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
     body = encode_record(
         topic=half.topic.encode(),
         body=half.body,
@@ -150,7 +144,7 @@ def check_request(half: MessageExt, store_host: bytes) -> RemotingCommand:
         flag=half.flag,
         sys_flag=half.sys_flag,
         born_timestamp=half.born_timestamp,
-        born_host=born,
+        born_host=born_host_of(half),
         store_timestamp=half.store_timestamp,
         store_host=store_host,
         reconsume_times=half.reconsume_times,

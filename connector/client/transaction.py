@@ -30,7 +30,6 @@ import contextlib
 import enum
 import logging
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -40,7 +39,6 @@ from connector.client.rpc import Rpc
 from connector.errors import CorruptRecordError, PyMQError
 from connector.protocol.message import Message, MessageExt, MessageQueue, SysFlag
 from connector.protocol.msgid import decode_offset_msg_id
-from connector.protocol.names import DEFAULT_TOPIC
 from connector.protocol.properties import PropertyKeys, encode_properties
 from connector.protocol.record import decode_record, record_size
 from connector.protocol.remoting import SEND_V2_LETTERS as V2
@@ -177,23 +175,15 @@ class TransactionProducer(Producer):
         )  # fmt: skip
 
     def _send_command(self, mq: MessageQueue, encoded: _Encoded) -> RemotingCommand:
+        cmd = super()._send_command(mq, encoded)  # the queue's header (a fresh dict)
         if not isinstance(encoded, _Half):
-            return super()._send_command(mq, encoded)
-        ext = {
-            V2["producerGroup"]: self.group,
-            V2["topic"]: mq.topic,
-            V2["defaultTopic"]: DEFAULT_TOPIC,
-            V2["defaultTopicQueueNums"]: str(self.default_topic_queue_nums),
-            V2["queueId"]: str(mq.queue_id),
-            V2["sysFlag"]: str(SysFlag.TRANSACTION_PREPARED),
-            V2["bornTimestamp"]: str(_now_ms()),
-            V2["flag"]: str(encoded.flag),
-            V2["properties"]: encoded.properties,
-            V2["reconsumeTimes"]: "0",
-            V2["unitMode"]: "false",
-            V2["batch"]: "false",
-            V2["brokerName"]: mq.broker_name,
-        }
+            return cmd
+        ext = cmd.ext  # as a single message's: its properties in the header, prepared
+        ext.pop("offsetRuns", None)
+        ext[V2["sysFlag"]] = str(SysFlag.TRANSACTION_PREPARED)
+        ext[V2["flag"]] = str(encoded.flag)
+        ext[V2["properties"]] = encoded.properties
+        ext[V2["batch"]] = "false"
         return RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext, encoded.body)
 
     def _execute(self, msg: Message, arg: Any) -> LocalTransactionState:
@@ -286,7 +276,3 @@ def _state(value: object) -> LocalTransactionState:
         return LocalTransactionState[value]
     log.warning("a listener answered %r, not a LocalTransactionState: UNKNOW", value)
     return LocalTransactionState.UNKNOW
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
