@@ -84,6 +84,7 @@ class Routed:
     new_topics: list[TopicConfig]
     msg_id: str = ""  # the UNIQ_KEY
     real_queue_id: int = -1  # a half's: the queue it goes to once committed
+    real_topic: str = ""  # ... and its topic
 
 
 @dataclass(slots=True)
@@ -335,7 +336,10 @@ class SendMessageProcessor:
             born_host=born_host,
             reconsume_times=reconsume_times,
         )
-        return Routed(inner, new_topics, props.get(P.UNIQ_KEY, ""), real_queue_id)
+        return Routed(
+            inner, new_topics, props.get(P.UNIQ_KEY, ""), real_queue_id,
+            props.get(P.REAL_TOPIC, "") if half_group is not None else "",
+        )  # fmt: skip
 
     def _max_reconsume(self, props: dict[str, str]) -> int:
         raw = props.get(P.MAX_RECONSUME_TIMES)
@@ -372,7 +376,7 @@ class SendMessageProcessor:
                 self.topics.ensure(cfg)
             outcome = SendOutcome(put, inner.topic, inner.queue_id, routed.msg_id)
         if routed.real_queue_id >= 0:  # a half: answered for its real queue, as RocketMQ's
-            outcome.queue_id = routed.real_queue_id
+            outcome.topic, outcome.queue_id = routed.real_topic, routed.real_queue_id
             outcome.transaction_id = routed.msg_id
         return self._replicated(outcome)
 
