@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -36,16 +37,26 @@ def sink_bodies(spark: Any, cluster: LocalCluster, topic: str) -> Counter[bytes]
 
 
 def etl(spark: Any, cluster: LocalCluster, source: str, sink: str, ck: Path, fail: Path) -> Any:
-    """source -> sink, exactly-once, 500 rows a micro-batch, requests of 100 rows; a row
-    whose body ends in 7 (one in ten) fails its task while the file ``fail`` exists."""
+    """source -> sink, exactly-once, 500 rows a micro-batch, requests of 100 rows. While
+    the file ``fail`` exists, the task reading row 77 (rows 277, 477, ... share its queue)
+    fails, once other tasks of its batch have stored their halves."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType
 
     marker = str(fail)
+    brokers = [b.http_addr for b in cluster.brokers]
+
+    def stored_halves() -> int:
+        return sum(
+            httpx.get(f"http://{a}/transactions", timeout=10).json()["halves"] for a in brokers
+        )
 
     def check(body: bytes) -> bytes:
-        if body.endswith(b"77 ") and os.path.exists(marker):
-            raise RuntimeError("the task fails after some of its requests went out")
+        if int(body[4:].split()[0]) % 200 == 77 and os.path.exists(marker):
+            deadline = time.monotonic() + 60  # bounded: the worker cannot import tests/
+            while stored_halves() == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            raise RuntimeError("the task fails after other tasks of its batch sent requests")
         return body
 
     passthrough = F.udf(check, BinaryType())
@@ -93,14 +104,9 @@ def test_a_failed_task_and_a_rerun_batch_leave_every_row_once(
     sent = fill_queues(cluster.namesrv_addr, source, ROWS)
     ck, fail = tmp_path / "ck", tmp_path / "fail"
     fail.touch()
-    # rows reach the sink's tasks 100 at a time: a task sends requests before it fails
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
-    try:
-        first = etl(spark, cluster, source, sink, ck, fail)
-        with pytest.raises(Exception, match="the task fails after some of its requests went"):
-            first.awaitTermination(180)
-    finally:
-        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    first = etl(spark, cluster, source, sink, ck, fail)
+    with pytest.raises(Exception, match="the task fails after other tasks of its batch"):
+        first.awaitTermination(180)
     # the failed batch's requests were stored as halves, none visible
     assert half_states(cluster)["halves"] > 0
     assert sink_bodies(spark, cluster, sink) == Counter()
