@@ -62,6 +62,7 @@ from connector.protocol.wire import (
     BATCH_CONTENT_TYPE,
     RECORDS_CONTENT_TYPE,
 )
+from connector.server.acl.rest import SIGNING_DOC, AclMiddleware
 from connector.server.http_errors import install_error_handlers
 
 __all__ = ["create_app"]
@@ -131,9 +132,11 @@ def create_app(controller: BrokerController) -> FastAPI:
         title=f"pymq broker {cfg.broker_name}",
         version=__version__,
         lifespan=lifespan,
-        description="Send, pull and admin API of one pymq broker.",
+        description="Send, pull and admin API of one pymq broker.\n" + SIGNING_DOC,
     )
     install_error_handlers(app)
+    if ctrl.acl is not None:
+        app.add_middleware(AclMiddleware, acl=ctrl.acl, routes=lambda: app.router.routes)
     app.state.controller = ctrl
 
     # -- health and metrics -------------------------------------------------------------

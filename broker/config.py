@@ -17,7 +17,8 @@ from typing import Any
 
 from broker.store.config import StoreConfig
 from connector.errors import ConfigError
-from connector.server.settings import http_port_for
+from connector.protocol.acl import Credentials
+from connector.server.settings import check_acl_settings, http_port_for
 
 __all__ = ["DEFAULT_DELAY_LEVELS", "BrokerConfig", "BrokerRole", "parse_delay_levels"]
 
@@ -119,6 +120,13 @@ class BrokerConfig:
     transaction_timeout_ms: int = 6_000  # a half undecided this long is checked back
     transaction_check_interval_ms: int = 30_000  # between check passes
     transaction_check_max: int = 15  # check-backs of one half before it is rolled back
+    # -- access control (connector/server/acl): RocketMQ ACL 1.0's plain_acl.yml
+    acl_enable: bool = False
+    acl_file: Path | None = None  # required with acl_enable; reloaded when it changes
+    # the account this broker signs its NameServer registrations with (needed when the
+    # NameServers have ACL on); PYMQ_ACCESS_KEY / PYMQ_SECRET_KEY
+    access_key: str = ""
+    secret_key: str = field(default="", repr=False)
     log_level: str = "warning"
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -183,6 +191,10 @@ class BrokerConfig:
         if self.transaction_check_max < 0:
             raise ConfigError("transaction_check_max must be >= 0")
         parse_delay_levels(self.message_delay_level)
+        check_acl_settings(self.acl_enable, self.acl_file)
+        if self.acl_file is not None:
+            object.__setattr__(self, "acl_file", Path(self.acl_file).expanduser())
+        self.credentials  # noqa: B018 - both keys or neither
         if self.advertised_addr is not None:
             host, sep, port = self.advertised_addr.rpartition(":")
             if not sep or not _is_ipv4(host) or not port.isdigit() or not 0 < int(port) < 65536:
@@ -193,6 +205,11 @@ class BrokerConfig:
     def addr(self) -> str:
         """What clients connect to: ``advertised_addr``, else ``host:port``."""
         return self.advertised_addr or f"{self.host}:{self.port}"
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The broker's own account (``access_key`` / ``secret_key``), if set."""
+        return Credentials.of(self.access_key, self.secret_key)
 
     @property
     def resolved_http_port(self) -> int:

@@ -47,6 +47,7 @@ from broker.topic_manager import TopicManager
 from broker.transaction import TransactionService
 from connector.protocol.rest import TopicConfigBody, TopicStatus
 from connector.protocol.route import RegisterBrokerRequest, UnregisterBrokerRequest
+from connector.server.acl import AclService
 
 __all__ = ["BrokerController"]
 
@@ -112,7 +113,10 @@ class BrokerController:
             self.registration_request,
             period_ms=config.register_name_server_period_ms,
             timeout_ms=config.register_timeout_ms,
+            credentials=config.credentials,
         )
+        # both edges check requests against it (a bad acl_file stops the start here)
+        self.acl = AclService(config.acl_file) if config.acl_enable and config.acl_file else None
         self.hold: PullRequestHoldService | None = None
         self.recovery: RecoveryReport | None = None
         self.started_ms = int(clock() * 1000)

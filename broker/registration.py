@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import orjson
 
+from connector.protocol.acl import Credentials
 from connector.protocol.remoting import FrameError, RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.route import RegisterBrokerRequest, UnregisterBrokerRequest
 from connector.server.remoting import call
@@ -36,8 +37,10 @@ class BrokerRegistrar:
         *,
         period_ms: int,
         timeout_ms: int,
+        credentials: Credentials | None = None,
     ) -> None:
         self.namesrv_addrs = namesrv_addrs
+        self.credentials = credentials  # signs registrations for an ACL-enabled NameServer
         self.build_request = build_request
         self.period_s = period_ms / 1000
         self.timeout_s = timeout_ms / 1000
@@ -108,7 +111,9 @@ class BrokerRegistrar:
         body = orjson.dumps(req.model_dump(mode="json"))
         what = "registration" if code == RequestCode.REGISTER_BROKER else "unregistration"
         try:
-            resp = await call(addr, RemotingCommand(code, ext, body), self.timeout_s)
+            resp = await call(
+                addr, RemotingCommand(code, ext, body), self.timeout_s, self.credentials
+            )
         except (OSError, asyncio.TimeoutError, FrameError) as exc:
             log.warning("NameServer %s unreachable for the %s: %s", addr, what, exc or "timeout")
             return False

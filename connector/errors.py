@@ -19,7 +19,9 @@ chaining ``isinstance`` checks. The HTTP edge maps codes to status codes once.
     │   ├── MessageNotExistError        MESSAGE_NOT_EXIST
     │   ├── KvConfigNotExistError       KV_NOT_EXIST
     │   └── ConsumerOffsetNotExistError OFFSET_NOT_EXIST
-    ├── NoPermissionError               NO_PERMISSION
+    ├── NoPermissionError               NO_PERMISSION (403)
+    │   └── AuthenticationFailedError   AUTHENTICATION_FAILED (401): unsigned, unknown
+    │                                   key, bad or replayed signature (remoting: 16)
     ├── BrokerBusyError                 SYSTEM_BUSY (retriable)
     ├── ServiceNotAvailableError        SERVICE_NOT_AVAILABLE (retriable)
     │   └── NotMasterError              NOT_MASTER (421): a slave refuses writes
@@ -37,6 +39,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "AuthenticationFailedError",
     "BrokerBusyError",
     "ClientError",
     "ConfigError",
@@ -180,6 +183,14 @@ class TopicNotExistError(PyMQError):
 class NoPermissionError(PyMQError):
     code = "NO_PERMISSION"
     http_status = 403
+
+
+class AuthenticationFailedError(NoPermissionError):
+    """Who sent the request is not known: no signature, an unknown access key, a
+    signature that does not match, a REST request replayed or out of its time window."""
+
+    code = "AUTHENTICATION_FAILED"
+    http_status = 401
 
 
 class BrokerBusyError(PyMQError):

@@ -29,6 +29,8 @@ from connector.protocol.route import (
     TopicRouteData,
     UnregisterBrokerRequest,
 )
+from connector.server.acl import AclService
+from connector.server.acl.rest import SIGNING_DOC, AclMiddleware
 from connector.server.http_errors import install_error_handlers
 from nameserver.config import NamesrvConfig
 from nameserver.kvconfig import KvConfigManager
@@ -91,10 +93,15 @@ def create_app(
     app = FastAPI(
         title="pymq NameServer",
         version=__version__,
-        description="Route registry: brokers register their topics, clients look routes up.",
+        description="Route registry: brokers register their topics, clients look routes up.\n"
+        + SIGNING_DOC,
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    acl = AclService(config.acl_file) if config.acl_enable and config.acl_file else None
+    app.state.acl = acl  # the remoting edge checks against the same rules
+    if acl is not None:
+        app.add_middleware(AclMiddleware, acl=acl, routes=lambda: app.router.routes)
     app.state.config = config
     app.state.routes = table
     app.state.kv = store

@@ -85,7 +85,7 @@ def _run(args: argparse.Namespace) -> int:
         return _fail(exc.message)
     host = config.host
     port, http_port = rsock.getsockname()[1], hsock.getsockname()[1]
-    remoting = remoting_server(app.state.routes, app.state.kv)
+    remoting = remoting_server(app.state.routes, app.state.kv, app.state.acl)
     return serve(
         app,
         hsock,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from connector.errors import ConfigError
-from connector.server.settings import http_port_for
+from connector.server.settings import check_acl_settings, http_port_for
 
 __all__ = ["DEFAULT_DATA_DIR", "KV_CONFIG_FILE", "LOG_LEVELS", "NamesrvConfig"]
 
@@ -28,6 +28,8 @@ class NamesrvConfig:
       looked for (10 000 ms, RocketMQ 4's value).
     - ``broker_channel_expired_time_ms``: a broker silent this long is removed
       from every table (120 000 ms).
+    - ``acl_enable`` / ``acl_file``: check every request against RocketMQ ACL 1.0's
+      ``plain_acl.yml`` (reloaded when it changes); brokers then register signed.
     - ``log_level``: one of critical, error, warning, info, debug, trace.
     - ``extra``: settings this class does not know (kept, never rejected).
     """
@@ -38,6 +40,8 @@ class NamesrvConfig:
     data_dir: Path | None = None
     scan_not_active_broker_interval_ms: int = 10_000
     broker_channel_expired_time_ms: int = 120_000
+    acl_enable: bool = False
+    acl_file: Path | None = None
     log_level: str = "warning"
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -53,6 +57,9 @@ class NamesrvConfig:
         for name in ("scan_not_active_broker_interval_ms", "broker_channel_expired_time_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        check_acl_settings(self.acl_enable, self.acl_file)
+        if self.acl_file is not None:
+            object.__setattr__(self, "acl_file", Path(self.acl_file).expanduser())
         level = self.log_level.lower()
         if level not in LOG_LEVELS:
             raise ConfigError(f"log_level {self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")

@@ -22,6 +22,7 @@ from connector.protocol.route import (
     cluster_to_remoting,
     route_to_remoting,
 )
+from connector.server.acl import AclService
 from connector.server.remoting import Channel, Ext, RemotingServer
 from nameserver.kvconfig import KvConfigManager
 from nameserver.routeinfo import RouteInfoManager
@@ -29,8 +30,10 @@ from nameserver.routeinfo import RouteInfoManager
 __all__ = ["remoting_server"]
 
 
-def remoting_server(routes: RouteInfoManager, kv: KvConfigManager) -> RemotingServer:
-    server = RemotingServer()
+def remoting_server(
+    routes: RouteInfoManager, kv: KvConfigManager, acl: AclService | None = None
+) -> RemotingServer:
+    server = RemotingServer(acl=acl)
 
     def route(_: Channel, request: RemotingCommand) -> RemotingCommand:
         topic = validate_topic(Ext(request.ext).text("topic"))

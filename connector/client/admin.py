@@ -20,6 +20,7 @@ from connector.errors import (
     PyMQError,
     TopicNotExistError,
 )
+from connector.protocol.acl import Credentials
 from connector.protocol.msgid import decode_offset_msg_id, is_msg_id
 from connector.protocol.names import validate_group, validate_topic
 from connector.protocol.route import ClusterInfo, TopicRouteData
@@ -33,13 +34,18 @@ class Admin:
         *,
         namesrv: str | Sequence[str] | None = None,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
-        """``timeout_ms`` bounds each connect, write and read of a broker's REST call."""
+        """``timeout_ms`` bounds each connect, write and read of a broker's REST call;
+        ``access_key`` / ``secret_key``: the account requests are signed with (servers
+        with ACL on; admin requests need an admin account)."""
+        creds = Credentials.of(access_key, secret_key)
         # the NameServer over remoting; brokers' admin calls over their REST API, whose
         # base URL every route and cluster listing carries
-        self.rpc = Rpc()
+        self.rpc = Rpc(credentials=creds)
         self.namesrv = NameServerClient(parse_namesrv(namesrv), self.rpc)
-        self.rest = RestClient(timeout_ms=timeout_ms)
+        self.rest = RestClient(timeout_ms=timeout_ms, credentials=creds)
 
     def __enter__(self) -> Admin:
         return self

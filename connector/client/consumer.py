@@ -38,6 +38,7 @@ from connector.client.read_routing import ReadChoice, ReadRouting
 from connector.client.results import PullResult
 from connector.client.rpc import Rpc, error_for_response
 from connector.errors import NotFoundError, PyMQError, RemotingError, TopicNotExistError
+from connector.protocol.acl import Credentials
 from connector.protocol.hashing import parse_tags
 from connector.protocol.message import MessageQueue
 from connector.protocol.names import validate_group, validate_topic
@@ -122,9 +123,15 @@ class PullConsumer:
         read_ahead: bool = True,
         busy_poll_us: int = DEFAULT_BUSY_POLL_US,
         read_routing: ReadRouting | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
+        """``access_key`` / ``secret_key``: the account requests are signed with (servers
+        with ACL on: SUB on the topics and the group)."""
         self.group = validate_group(group)
-        self.rpc = Rpc(busy_poll_us=busy_poll_us)
+        self.rpc = Rpc(
+            busy_poll_us=busy_poll_us, credentials=Credentials.of(access_key, secret_key)
+        )
         self.namesrv = NameServerClient(parse_namesrv(namesrv), self.rpc)
         self.timeout_ms = timeout_ms
         self.read_ahead = read_ahead

@@ -66,6 +66,7 @@ from connector.errors import (
     RemotingTimeoutError,
     TopicNotExistError,
 )
+from connector.protocol.acl import Credentials
 from connector.protocol.batch import BATCH_ENTRY_OVERHEAD, PreparedBatch, encode_batch
 from connector.protocol.compression import CompressionType, compress
 from connector.protocol.message import Message, MessageQueue, SysFlag
@@ -146,8 +147,13 @@ class Producer:
         total_batch_max_bytes: int = 32 * MiB,
         fault_strategy: MQFaultStrategy | None = None,
         busy_poll_us: int = DEFAULT_BUSY_POLL_US,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
+        """``access_key`` / ``secret_key``: the account every request is signed with
+        (servers with ACL on: PUB on the topics)."""
         self.group = validate_group(group)
+        credentials = Credentials.of(access_key, secret_key)
         self.namesrv_addrs = parse_namesrv(namesrv)
         for name, value in (
             ("send_msg_timeout_ms", send_msg_timeout_ms),
@@ -189,7 +195,7 @@ class Producer:
             latency_max_ms=tuple(latency_max_ms),
             not_available_duration_ms=tuple(not_available_duration_ms),
         )
-        self.rpc = self._make_rpc(busy_poll_us)
+        self.rpc = self._make_rpc(busy_poll_us, credentials)
         self.namesrv = NameServerClient(self.namesrv_addrs, self.rpc)
         self.client_id = f"{socket.gethostname()}@{os.getpid()}@{id(self):x}"
         self._uniq = UniqKeyGenerator()
@@ -206,9 +212,9 @@ class Producer:
         self._state_lock = threading.Lock()
         self._closed = False
 
-    def _make_rpc(self, busy_poll_us: int) -> Rpc:
+    def _make_rpc(self, busy_poll_us: int, credentials: Credentials | None) -> Rpc:
         """The transport (a subclass that answers brokers' requests passes ``on_request``)."""
-        return Rpc(busy_poll_us=busy_poll_us)
+        return Rpc(busy_poll_us=busy_poll_us, credentials=credentials)
 
     # -- lifecycle ---------------------------------------------------------------------
 

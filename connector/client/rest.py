@@ -15,7 +15,7 @@ exception of that code (``error_for_code``) with the answer's other fields,
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -28,6 +28,7 @@ from connector.errors import (
     RemotingTimeoutError,
     error_for_code,
 )
+from connector.protocol.acl import Credentials, rest_headers
 
 __all__ = ["DEFAULT_TIMEOUT_MS", "RestClient", "decode_error", "path"]
 
@@ -64,6 +65,22 @@ def decode_error(addr: str, status: int, body: bytes) -> PyMQError:
     return err
 
 
+class SignedRequests(httpx.Auth):
+    """Signs each request as pymq's servers check it (``connector.protocol.acl``)."""
+
+    requires_request_body = True
+
+    def __init__(self, credentials: Credentials) -> None:
+        self.credentials = credentials
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        target = request.url.raw_path.decode("ascii")
+        request.headers.update(
+            rest_headers(self.credentials, request.method, target, request.content)
+        )
+        yield request
+
+
 class RestClient:
     """One ``httpx.Client`` (keep-alive connections, safe to share between threads).
 
@@ -72,9 +89,16 @@ class RestClient:
     the environment are not used: the servers are reached directly.
     """
 
-    def __init__(self, *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+    def __init__(
+        self, *, timeout_ms: int = DEFAULT_TIMEOUT_MS, credentials: Credentials | None = None
+    ) -> None:
+        """``credentials``: every request is signed with them (servers with ACL on)."""
         self.timeout_ms = timeout_ms
-        self._client = httpx.Client(timeout=timeout_ms / 1000, trust_env=False)
+        self._client = httpx.Client(
+            timeout=timeout_ms / 1000,
+            trust_env=False,
+            auth=SignedRequests(credentials) if credentials is not None else None,
+        )
 
     def close(self) -> None:
         self._client.close()

@@ -26,6 +26,7 @@ from connector.errors import (
     TopicNotExistError,
     error_for_code,
 )
+from connector.protocol.acl import Credentials
 from connector.protocol.remoting import RemotingCommand, ResponseCode
 from connector.remoting.client import RemotingClient, RequestHandler
 
@@ -72,9 +73,14 @@ class Rpc:
         connect_timeout_s: float = 3.0,
         on_request: RequestHandler | None = None,
         busy_poll_us: int = 0,
+        credentials: Credentials | None = None,
     ) -> None:
+        """``credentials``: every request is signed with them (servers with ACL on)."""
         self.client = RemotingClient(
-            connect_timeout_s=connect_timeout_s, on_request=on_request, busy_poll_us=busy_poll_us
+            connect_timeout_s=connect_timeout_s,
+            on_request=on_request,
+            busy_poll_us=busy_poll_us,
+            credentials=credentials,
         )
 
     def call(

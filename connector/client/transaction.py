@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from connector.client.producer import Producer, _Encoded
 from connector.client.rpc import Rpc
 from connector.errors import CorruptRecordError, PyMQError
+from connector.protocol.acl import Credentials
 from connector.protocol.message import Message, MessageExt, MessageQueue, SysFlag
 from connector.protocol.msgid import decode_offset_msg_id
 from connector.protocol.properties import PropertyKeys, encode_properties
@@ -132,8 +133,8 @@ class TransactionProducer(Producer):
         self._told: set[str] = set()  # brokers heartbeated since start
         self._beats: threading.Thread | None = None
 
-    def _make_rpc(self, busy_poll_us: int) -> Rpc:
-        return Rpc(busy_poll_us=busy_poll_us, on_request=self._on_request)
+    def _make_rpc(self, busy_poll_us: int, credentials: Credentials | None) -> Rpc:
+        return Rpc(busy_poll_us=busy_poll_us, on_request=self._on_request, credentials=credentials)
 
     def start(self) -> TransactionProducer:
         super().start()

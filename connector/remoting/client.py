@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable
 
 from connector.errors import ConfigError, ConnectError, RemotingError, RemotingTimeoutError
+from connector.protocol.acl import Credentials, SignSequence, sign_remoting
 from connector.protocol.remoting import (
     FLAG_ONEWAY,
     FrameDecoder,
@@ -169,8 +170,13 @@ class RemotingConnection:
         on_close: Callable[[RemotingConnection], None] | None = None,
         timeouts: Timeouts | None = None,
         busy_poll_s: float = 0.0,
+        credentials: Credentials | None = None,
+        sequence: SignSequence | None = None,
     ) -> None:
         self.addr = addr
+        # requests are signed (RocketMQ's ACL) when the client has an account
+        self.credentials = credentials
+        self.sequence = sequence or (SignSequence() if credentials is not None else None)
         self.timeouts = timeouts
         self.busy_poll_s = busy_poll_s
         host, port = split_addr(addr)
@@ -220,12 +226,19 @@ class RemotingConnection:
     # -- requests ----------------------------------------------------------------------
 
     def _send(self, cmd: RemotingCommand) -> None:
-        header = encode_header(cmd)
+        creds = self.credentials
         body = cmd.body
-        prefix = frame_prefix(len(header), len(body))
+        if creds is None or cmd.is_response:
+            header = encode_header(cmd)
+            prefix = frame_prefix(len(header), len(body))
         self.last_sent = time.monotonic()
         try:
             with self._send_lock:
+                if creds is not None and not cmd.is_response:
+                    # signed (and numbered) under the lock: numbers go out rising
+                    sign_remoting(cmd.ext, body, creds, self.sequence)
+                    header = encode_header(cmd)
+                    prefix = frame_prefix(len(header), len(body))
                 if len(body) < _SMALL_BODY:
                     self._sock.sendall(b"".join((prefix, header, body)))
                 else:
@@ -456,9 +469,12 @@ class RemotingClient:
         connect_timeout_s: float = 3.0,
         on_request: RequestHandler | None = None,
         busy_poll_us: int = 0,
+        credentials: Credentials | None = None,
     ) -> None:
         if busy_poll_us < 0:
             raise ConfigError("busy_poll_us must not be negative")
+        self.credentials = credentials
+        self.sequence = SignSequence() if credentials is not None else None
         self.connect_timeout_s = connect_timeout_s
         self.on_request = on_request
         self.busy_poll_s = busy_poll_us / 1e6
@@ -486,6 +502,8 @@ class RemotingClient:
             on_close=self._forget,
             timeouts=self.timeouts,
             busy_poll_s=self.busy_poll_s,
+            credentials=self.credentials,
+            sequence=self.sequence,
         )
         with self._lock:
             current = self._conns.get(addr)

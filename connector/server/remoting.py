@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
 
 from connector.errors import ClientError, PyMQError
+from connector.protocol.acl import Credentials, SignSequence, sign_remoting
 from connector.protocol.remoting import (
     FLAG_ONEWAY,
     FrameDecoder,
@@ -43,6 +44,7 @@ from connector.protocol.remoting import (
     encode_header,
     frame_prefix,
 )
+from connector.server.acl import AclService
 from connector.server.busy_poll import BusyPoll
 
 __all__ = [
@@ -71,6 +73,7 @@ Handler = Callable[["Channel", RemotingCommand], "Reply | Awaitable[Reply]"]
 _RESPONSE_CODES: dict[str, int] = {
     "TOPIC_NOT_EXIST": ResponseCode.TOPIC_NOT_EXIST,
     "NO_PERMISSION": ResponseCode.NO_PERMISSION,
+    "AUTHENTICATION_FAILED": ResponseCode.NO_PERMISSION,
     "SYSTEM_BUSY": ResponseCode.SYSTEM_BUSY,
     "SERVICE_NOT_AVAILABLE": ResponseCode.SERVICE_NOT_AVAILABLE,
     "NOT_MASTER": ResponseCode.SERVICE_NOT_AVAILABLE,  # RocketMQ's slave answers this
@@ -169,6 +172,13 @@ class Channel(asyncio.Protocol):
     # -- requests ----------------------------------------------------------------------
 
     def _dispatch(self, request: RemotingCommand) -> None:
+        acl = self.server.acl
+        if acl is not None:
+            try:
+                acl.check_remoting(request, self.peer[0])
+            except PyMQError as exc:
+                self.reply_error(request, exc)
+                return
         handler = self.server.handlers.get(request.code, _not_supported)
         try:
             out = handler(self, request)
@@ -257,13 +267,21 @@ class Channel(asyncio.Protocol):
 class RemotingServer:
     """Handlers by request code, and the connections being served."""
 
-    def __init__(self, *, max_frame_bytes: int | None = None, busy_poll_us: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        max_frame_bytes: int | None = None,
+        busy_poll_us: int = 0,
+        acl: AclService | None = None,
+    ) -> None:
         """``busy_poll_us``: how long the event loop keeps polling after bytes arrive
-        before it sleeps in the kernel (``BusyPoll``); 0: it sleeps at once."""
+        before it sleeps in the kernel (``BusyPoll``); 0: it sleeps at once. ``acl``:
+        every request is checked against it before its handler sees it."""
         from connector.protocol.remoting import MAX_FRAME_BYTES  # noqa: PLC0415
 
         self.max_frame_bytes = max_frame_bytes or MAX_FRAME_BYTES
         self.handlers: dict[int, Handler] = {}
+        self.acl = acl
         self.channels: set[Channel] = set()
         self.close_listeners: list[Callable[[Channel], None]] = []
         self.opaques = itertools.count(1)
@@ -325,12 +343,23 @@ class Ext:
         return value.lower() in ("true", "1")
 
 
-async def call(addr: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+_SEQUENCE = SignSequence()  # this process's signed server-to-server requests
+
+
+async def call(
+    addr: str,
+    request: RemotingCommand,
+    timeout_s: float,
+    credentials: Credentials | None = None,
+) -> RemotingCommand:
     """One request on a connection of its own, for a server calling another now and
-    then (a broker registering with a NameServer). ``OSError`` or ``TimeoutError`` when
-    the other side is down or silent; ``FrameError`` when it answers nonsense."""
+    then (a broker registering with a NameServer), signed with ``credentials`` if
+    given. ``OSError`` or ``TimeoutError`` when the other side is down or silent;
+    ``FrameError`` when it answers nonsense."""
     host, _, port = addr.rpartition(":")
     request.opaque = 1
+    if credentials is not None:
+        sign_remoting(request.ext, request.body, credentials, _SEQUENCE)
 
     async def exchange() -> RemotingCommand:
         reader, writer = await asyncio.open_connection(host.strip("[]"), int(port))

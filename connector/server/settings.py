@@ -29,6 +29,7 @@ else:  # pragma: no cover - Python 3.10
 __all__ = [
     "ENV_PREFIX",
     "HTTP_PORT_OFFSET",
+    "check_acl_settings",
     "convert",
     "http_port_for",
     "load_settings",
@@ -44,6 +45,12 @@ def http_port_for(port: int, http_port: int | None) -> int:
     if http_port is not None:
         return http_port
     return 0 if port == 0 else port + HTTP_PORT_OFFSET
+
+
+def check_acl_settings(acl_enable: bool, acl_file: Path | str | None) -> None:
+    """ACL needs its file: ``acl_enable`` without ``acl_file`` is a ConfigError."""
+    if acl_enable and not acl_file:
+        raise ConfigError("acl_enable needs acl_file (the path of a plain_acl.yml)")
 
 
 ENV_PREFIX = "PYMQ_"

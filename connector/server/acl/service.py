@@ -1,0 +1,243 @@
+"""A server's access control: the rules of its ``acl_file``, kept current, and the
+checks of both edges.
+
+The file is looked at (its size, mtime and inode) at most once a second, on
+the request that comes then; a changed file is read again and, if it is
+valid, its rules apply from that request on (a log line says how many
+accounts). A file that does not parse, or names a bad permission, is
+refused with a log line naming what is wrong, and the old rules stay.
+
+Checks, RocketMQ ACL 1.0's order: a globally white-listed address passes; an
+unsigned request, an unknown access key or a signature that does not match
+is AUTHENTICATION_FAILED (remoting: NO_PERMISSION, 16; REST: 401), except
+from the account's own white-listed address (passes unsigned, as in
+RocketMQ, but, unlike RocketMQ, still within the account's permissions);
+then the account must be allowed what the request needs (NO_PERMISSION;
+REST 403). Requests signed by pymq's clients also carry a
+time and a rising number (``connector.protocol.acl``): one older than the
+window, or numbered at or below what its client instance sent before, is
+a replay. A REST request's nonce is accepted once within its window.
+Secrets are never logged; refusals are logged with the address and the
+access key.
+"""
+
+from __future__ import annotations
+
+import collections
+import hmac
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from connector.errors import AuthenticationFailedError, ConfigError, NoPermissionError
+from connector.protocol.acl import (
+    ACCESS_KEY,
+    REST_WINDOW_MS,
+    SIGN_SEQ,
+    SIGN_TIME,
+    SIGNATURE,
+    remoting_signature,
+    rest_signature,
+    signed_content,
+)
+from connector.protocol.remoting import RemotingCommand
+from connector.server.acl.model import Account, AclRules, Needs, refusal
+from connector.server.acl.plain import load_plain_acl
+from connector.server.acl.remoting import remoting_needs
+
+__all__ = ["AclService"]
+
+log = logging.getLogger(__name__)
+
+CHECK_FILE_S = 1.0
+MAX_NONCES = 1_000_000  # REST nonces remembered (each for the window): bounded memory
+
+
+class AclService:
+    """Thread-safe: the REST app and the remoting loop may check at once."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.path = Path(path)
+        self.clock = clock
+        self.wall_ms = wall_ms
+        self.rules: AclRules = load_plain_acl(self.path)  # a bad file stops the start
+        self._stamp = _stamp(self.path)
+        self._checked = clock()
+        self._lock = threading.Lock()
+        self._seqs: dict[str, tuple[int, int]] = {}  # client instance -> (last n, wall ms)
+        self._nonces: set[tuple[str, str]] = set()
+        self._nonce_order: collections.deque[tuple[int, tuple[str, str]]] = collections.deque()
+        self.refused = 0
+        log.info("ACL on: %s, %d accounts", self.path, len(self.rules.accounts))
+
+    # -- the file ------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Read the file again if it changed (looked at once a second at most)."""
+        now = self.clock()
+        if now - self._checked < CHECK_FILE_S:
+            return
+        with self._lock:
+            if now - self._checked < CHECK_FILE_S:
+                return
+            self._checked = now
+            stamp = _stamp(self.path)
+            if stamp == self._stamp:
+                return
+            self._stamp = stamp
+            try:
+                rules = load_plain_acl(self.path)
+            except ConfigError as exc:
+                log.error("ACL: %s; the previous rules stay", exc.message)
+                return
+            self.rules = rules
+        log.info("ACL: %s reloaded, %d accounts", self.path, len(rules.accounts))
+
+    # -- remoting ------------------------------------------------------------------------
+
+    def check_remoting(self, request: RemotingCommand, addr: str) -> None:
+        """Raise AuthenticationFailedError / NoPermissionError unless ``request`` from
+        ``addr`` may be served."""
+        self.refresh()
+        rules = self.rules
+        if rules.trusted(addr):
+            return
+        ext = request.ext
+        account = self._account(rules, ext.get(ACCESS_KEY), addr, f"request code {request.code}")
+        if account.trusted_from(addr):
+            self._authorize(account, remoting_needs(request), addr)
+            return
+        expected = remoting_signature(account.secret_key, signed_content(ext, request.body))
+        if not hmac.compare_digest(ext.get(SIGNATURE, "").encode(), expected.encode()):
+            self._refuse(addr, account.access_key, "signature does not match")
+            raise AuthenticationFailedError(
+                f"the signature of request code {request.code} does not match "
+                f"{account.access_key}'s secret key"
+            )
+        if SIGN_SEQ in ext:
+            self._check_fresh(ext, addr, account.access_key)
+        self._authorize(account, remoting_needs(request), addr)
+
+    def _check_fresh(self, ext: Mapping[str, str], addr: str, access_key: str) -> None:
+        instance, _, n_text = ext[SIGN_SEQ].rpartition("-")
+        try:
+            n, sent_ms = int(n_text), int(ext.get(SIGN_TIME, ""))
+        except ValueError:
+            raise AuthenticationFailedError("pymqSignSeq / pymqSignTime are malformed") from None
+        now = self.wall_ms()
+        if abs(now - sent_ms) > REST_WINDOW_MS:
+            self._refuse(addr, access_key, "signed too long ago")
+            raise AuthenticationFailedError(
+                f"the request was signed {abs(now - sent_ms) / 1000:.0f} s away from this "
+                f"server's clock (window {REST_WINDOW_MS // 1000} s): expired, or clocks differ"
+            )
+        with self._lock:
+            last = self._seqs.get(instance)
+            if last is not None and n <= last[0]:
+                self._refuse(addr, access_key, "replayed")
+                raise AuthenticationFailedError("the request was seen before (a replay)")
+            self._seqs[instance] = (n, now)
+            if len(self._seqs) > 10_000:  # forget instances silent for longer than the window
+                self._seqs = {k: v for k, v in self._seqs.items() if now - v[1] < REST_WINDOW_MS}
+
+    # -- REST ----------------------------------------------------------------------------
+
+    def check_rest(
+        self,
+        *,
+        access_key: str | None,
+        timestamp: str | None,
+        nonce: str | None,
+        signature: str | None,
+        string_to_sign: Callable[[], bytes],
+        needs: Needs,
+        addr: str,
+    ) -> None:
+        self.refresh()
+        rules = self.rules
+        if rules.trusted(addr):
+            return
+        account = self._account(rules, access_key, addr, "the request")
+        if account.trusted_from(addr):
+            self._authorize(account, needs, addr)
+            return
+        if not timestamp or not nonce or not signature:
+            self._refuse(addr, account.access_key, "signature headers missing")
+            raise AuthenticationFailedError(
+                "a signed request needs X-Pymq-Timestamp, X-Pymq-Nonce and X-Pymq-Signature"
+            )
+        if not 8 <= len(nonce) <= 64:
+            raise AuthenticationFailedError("X-Pymq-Nonce must be 8 to 64 characters")
+        expected = rest_signature(account.secret_key, string_to_sign())
+        if not hmac.compare_digest(signature.encode(), expected.encode()):
+            self._refuse(addr, account.access_key, "signature does not match")
+            raise AuthenticationFailedError(
+                f"the signature does not match {account.access_key}'s secret key"
+            )
+        try:
+            sent_ms = int(timestamp)
+        except ValueError:
+            raise AuthenticationFailedError("X-Pymq-Timestamp is not Unix milliseconds") from None
+        now = self.wall_ms()
+        if abs(now - sent_ms) > REST_WINDOW_MS:
+            self._refuse(addr, account.access_key, "expired")
+            raise AuthenticationFailedError(
+                f"the request was signed {abs(now - sent_ms) / 1000:.0f} s away from this "
+                f"server's clock (window {REST_WINDOW_MS // 1000} s): expired, or clocks differ"
+            )
+        self._use_nonce(account.access_key, nonce, now, addr)
+        self._authorize(account, needs, addr)
+
+    def _use_nonce(self, access_key: str, nonce: str, now: int, addr: str) -> None:
+        key = (access_key, nonce)
+        with self._lock:
+            order = self._nonce_order
+            while order and (now - order[0][0] > 2 * REST_WINDOW_MS or len(order) > MAX_NONCES):
+                self._nonces.discard(order.popleft()[1])
+            if key in self._nonces:
+                self._refuse(addr, access_key, "replayed")
+                raise AuthenticationFailedError("the request was seen before (a replay)")
+            self._nonces.add(key)
+            order.append((now, key))
+
+    # -- both ----------------------------------------------------------------------------
+
+    def _account(self, rules: AclRules, access_key: str | None, addr: str, what: str) -> Account:
+        if not access_key:
+            self._refuse(addr, "", "unsigned")
+            raise AuthenticationFailedError(
+                f"{what} is not signed; this server has ACL on: give the client "
+                "access_key and secret_key"
+            )
+        account = rules.accounts.get(access_key)
+        if account is None:
+            self._refuse(addr, access_key, "unknown access key")
+            raise AuthenticationFailedError(f"access key {access_key} is not known here")
+        return account
+
+    def _authorize(self, account: Account, needs: Needs, addr: str) -> None:
+        reason = refusal(account, needs)
+        if reason is not None:
+            self._refuse(addr, account.access_key, reason)
+            raise NoPermissionError(reason)
+
+    def _refuse(self, addr: str, access_key: str, why: str) -> None:
+        self.refused += 1
+        log.info("ACL: refused a request from %s (access key %r): %s", addr, access_key, why)
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
