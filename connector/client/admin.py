@@ -40,7 +40,7 @@ class Admin:
         """``timeout_ms`` bounds each connect, write and read of a broker's REST call;
         ``access_key`` / ``secret_key``: the account requests are signed with (servers
         with ACL on; admin requests need an admin account)."""
-        creds = Credentials.of(access_key, secret_key)
+        creds = self.credentials = Credentials.of(access_key, secret_key)
         # the NameServer over remoting; brokers' admin calls over their REST API, whose
         # base URL every route and cluster listing carries
         self.rpc = Rpc(credentials=creds)

@@ -223,6 +223,14 @@ def _common_options(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument(
         "--json", action="store_true", default=default, help="print JSON instead of a table"
     )
+    parser.add_argument(
+        "--access-key", default=default, help="sign requests as this account (or PYMQ_ACCESS_KEY)"
+    )
+    parser.add_argument(
+        "--secret-key",
+        default=default,
+        help="the account's secret (better: PYMQ_SECRET_KEY, kept out of `ps`)",
+    )
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -405,7 +413,11 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
         # closed, a retry) would only add lines to it
         logging.basicConfig(level=logging.ERROR, format="pymq admin: %(message)s")
         try:
-            with Admin(namesrv=args.namesrv or os.environ.get("PYMQ_NAMESRV")) as admin:
+            with Admin(
+                namesrv=args.namesrv or os.environ.get("PYMQ_NAMESRV"),
+                access_key=args.access_key or os.environ.get("PYMQ_ACCESS_KEY"),
+                secret_key=args.secret_key or os.environ.get("PYMQ_SECRET_KEY"),
+            ) as admin:
                 out = handler(admin, args)
         except PyMQError as exc:
             print(f"pymq admin: {exc.message}", file=sys.stderr)

@@ -76,7 +76,13 @@ def message_query(admin: Admin, args: argparse.Namespace) -> Output:
 
 
 def message_send(admin: Admin, args: argparse.Namespace) -> Output:
-    with Producer(group="pymq-admin", namesrv=admin.namesrv.addrs) as producer:
+    creds = admin.credentials
+    with Producer(
+        group="pymq-admin",
+        namesrv=admin.namesrv.addrs,
+        access_key=creds.access_key if creds else None,
+        secret_key=creds.secret_key if creds else None,
+    ) as producer:
         r = producer.send(
             Message(topic=args.topic, body=args.body.encode(), tags=args.tags, keys=args.keys or [])
         )

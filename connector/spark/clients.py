@@ -232,15 +232,26 @@ def freeze_long_lived() -> bool:
 
 
 @contextmanager
-def pull_consumer(*, namesrv: str, group: str, timeout_ms: int = 3000) -> Iterator[PullConsumer]:
+def pull_consumer(
+    *,
+    namesrv: str,
+    group: str,
+    timeout_ms: int = 3000,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+) -> Iterator[PullConsumer]:
     """A ``PullConsumer`` of this process for these settings, for the block's duration."""
 
     def make() -> PullConsumer:
         from connector.client.consumer import PullConsumer  # noqa: PLC0415
 
-        return PullConsumer(group=group, namesrv=namesrv, timeout_ms=timeout_ms)
+        return PullConsumer(
+            group=group, namesrv=namesrv, timeout_ms=timeout_ms,
+            access_key=access_key, secret_key=secret_key,
+        )  # fmt: skip
 
-    with _shared.lease(("pull", namesrv, group, timeout_ms), make) as consumer:
+    key = ("pull", namesrv, group, timeout_ms, access_key, secret_key)
+    with _shared.lease(key, make) as consumer:
         yield consumer
 
 

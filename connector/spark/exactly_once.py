@@ -95,7 +95,12 @@ def commit(opts: WriteOptions, writer: str, batch: int, halves: Sequence[Half]) 
     from connector.client.producer import Producer  # noqa: PLC0415
 
     manifest: dict[str, list[list[int]]] = _by_broker(halves)
-    with Producer(namesrv=opts.namesrv, group=opts.producer_group) as producer:
+    with Producer(
+        namesrv=opts.namesrv,
+        group=opts.producer_group,
+        access_key=opts.access_key,
+        secret_key=opts.secret_key,
+    ) as producer:
         brokers = sorted({b.broker_name for b in producer.namesrv.cluster_info().brokers})
         coordinator = brokers[0] if brokers else min(manifest)
         first = producer.commit_batch(
@@ -130,7 +135,12 @@ def abort(opts: WriteOptions, halves: Sequence[Half]) -> None:
         return
     from connector.client.producer import Producer  # noqa: PLC0415
 
-    with Producer(namesrv=opts.namesrv, group=opts.producer_group) as producer:
+    with Producer(
+        namesrv=opts.namesrv,
+        group=opts.producer_group,
+        access_key=opts.access_key,
+        secret_key=opts.secret_key,
+    ) as producer:
         for broker, queue_offset, phys, _ in halves:
             try:
                 producer.rollback_half(broker, queue_offset, phys)

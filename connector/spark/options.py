@@ -9,6 +9,7 @@ one: a misspelt option must not be ignored silently.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import logging
@@ -200,13 +201,16 @@ def _duration_ms(options: Mapping[str, str], name: str, default_ms: int) -> int:
     return int(m.group(1)) * unit_ms[m.group(2)]
 
 
-def _security(options: Mapping[str, str]) -> None:
-    # named in CONTRACT.md for RocketMQ users; pymq's brokers have no ACL or TLS yet,
-    # so asking for them fails instead of sending in the clear
-    if _get(options, "accessKey") is not None or _get(options, "secretKey") is not None:
-        raise ConfigError("options accessKey/secretKey: pymq brokers have no ACL (not supported)")
+def _security(options: Mapping[str, str]) -> dict[str, Any]:
+    """accessKey / secretKey (both or neither): the account requests are signed with, as
+    the clients' ``access_key`` / ``secret_key`` keywords. TLS is not served yet, so
+    asking for it fails instead of sending in the clear."""
     if _bool(options, "tls", False) or _get(options, "tlsCaFile") is not None:
         raise ConfigError("options tls/tlsCaFile: pymq brokers do not speak TLS (not supported)")
+    access_key, secret_key = _get(options, "accessKey"), _get(options, "secretKey")
+    if bool(access_key) != bool(secret_key):
+        raise ConfigError("options accessKey and secretKey go together: give both or neither")
+    return {"access_key": access_key or None, "secret_key": secret_key or None}
 
 
 def _int(options: Mapping[str, str], name: str, default: int, low: int = 1) -> int:
@@ -359,6 +363,9 @@ class ReadOptions:
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     max_bytes_per_trigger: int | None = None
     max_records_per_partition: int | None = None
+    # the account requests are signed with (servers with ACL on); never in repr
+    access_key: str | None = None
+    secret_key: str | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, stream: bool) -> ReadOptions:
@@ -374,7 +381,7 @@ class ReadOptions:
             raise ConfigError(
                 f"give exactly one of the options topic, subscribePattern, assign ({what} given)"
             )
-        _security(options)
+        keys = _security(options)
         strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").lower()
         if strategy not in ("error", "latest"):
             raise ConfigError(
@@ -408,6 +415,7 @@ class ReadOptions:
             ),
             max_bytes_per_trigger=_int_or_none(options, "maxBytesPerTrigger"),
             max_records_per_partition=_int_or_none(options, "maxRecordsPerPartition"),
+            **keys,
         )
 
 
@@ -421,11 +429,13 @@ class WriteOptions:
     send_msg_timeout_ms: int
     batch_size: int
     exactly_once: bool = False  # deliveryGuarantee=exactly-once
+    access_key: str | None = None
+    secret_key: str | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
         check_names(options, write=True)
-        _security(options)
+        keys = _security(options)
         guarantee = (_get(options, "deliveryGuarantee") or "at-least-once").lower()
         if guarantee not in ("at-least-once", "exactly-once"):
             raise ConfigError(
@@ -441,4 +451,5 @@ class WriteOptions:
             send_msg_timeout_ms=_int(options, "sendMsgTimeoutMs", 3000),
             batch_size=_int(options, "batchSize", 10000),
             exactly_once=guarantee == "exactly-once",
+            **keys,
         )

@@ -110,8 +110,9 @@ def resolve_ranges(opts: ReadOptions) -> list[QueueRange]:
     from connector.spark.queues import QueueFinder, refuse_unrouted  # noqa: PLC0415
 
     with PullConsumer(
-        group=opts.consumer_group or "pymq-spark-reader", namesrv=opts.namesrv
-    ) as consumer:
+        group=opts.consumer_group or "pymq-spark-reader", namesrv=opts.namesrv,
+        access_key=opts.access_key, secret_key=opts.secret_key,
+    ) as consumer:  # fmt: skip
         finder = QueueFinder(opts, consumer)
         queues, _, gone = finder.queues()
         refuse_unrouted(gone)
@@ -176,8 +177,9 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
     give_up = 0.0
     # the process's cached consumer: the next task (and micro-batch) reuses its connections
     with pull_consumer(
-        namesrv=opts.namesrv, group=opts.consumer_group or "pymq-spark-reader"
-    ) as consumer:
+        namesrv=opts.namesrv, group=opts.consumer_group or "pymq-spark-reader",
+        access_key=opts.access_key, secret_key=opts.secret_key,
+    ) as consumer:  # fmt: skip
         while offset < part.end:
             want = min(opts.pull_batch_size, part.end - offset)
             # the next page is asked for ahead only if it is a whole one of this range

@@ -75,8 +75,9 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             from connector.client.consumer import PullConsumer  # noqa: PLC0415
 
             self._consumer = PullConsumer(
-                group=self.opts.consumer_group or "pymq-spark-reader", namesrv=self.opts.namesrv
-            )
+                group=self.opts.consumer_group or "pymq-spark-reader", namesrv=self.opts.namesrv,
+                access_key=self.opts.access_key, secret_key=self.opts.secret_key,
+            )  # fmt: skip
         return self._consumer
 
     def _bounds(self) -> dict[tuple[str, str, int], tuple[int, int]]:

@@ -6,6 +6,7 @@ import pytest
 
 import connector.errors as errors_module
 from connector.errors import (
+    AuthenticationFailedError,
     BrokerBusyError,
     ClientError,
     ConfigError,
@@ -62,6 +63,7 @@ EXPECTED_CODES = {
     InvalidOffsetError: "OFFSET_ILLEGAL",
     TopicNotExistError: "TOPIC_NOT_EXIST",
     NoPermissionError: "NO_PERMISSION",
+    AuthenticationFailedError: "AUTHENTICATION_FAILED",
     BrokerBusyError: "SYSTEM_BUSY",
     ServiceNotAvailableError: "SERVICE_NOT_AVAILABLE",
     NotMasterError: "NOT_MASTER",
@@ -181,6 +183,7 @@ def test_only_topic_not_exist_invalidates_metadata(cls: type[PyMQError]) -> None
         (InvalidOffsetError, ClientError),
         (TopicNotExistError, PyMQError),
         (NoPermissionError, PyMQError),
+        (AuthenticationFailedError, NoPermissionError),
         (BrokerBusyError, PyMQError),
         (ServiceNotAvailableError, PyMQError),
         (NotMasterError, ServiceNotAvailableError),
@@ -222,6 +225,7 @@ def test_server_side_errors_are_not_client_errors(cls: type[PyMQError]) -> None:
         (InvalidTopicError, 400),
         (TopicNotExistError, 404),
         (NoPermissionError, 403),
+        (AuthenticationFailedError, 401),
         (BrokerBusyError, 503),
         (ServiceNotAvailableError, 503),
         (NotMasterError, 421),

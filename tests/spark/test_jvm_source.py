@@ -181,7 +181,7 @@ def test_a_given_schema_picks_columns(spark: Any, filled: str) -> None:
         ({"topic": TOPIC, "failOnDataLoss": "maybe"}, None, "is not true or false"),
         ({"topic": "bad topic"}, None, "has characters outside"),
         ({"topic": TOPIC, "startingOffsets": "first"}, None, "earliest, latest or JSON offsets"),
-        ({"topic": TOPIC, "accessKey": "a"}, None, "no ACL"),
+        ({"topic": TOPIC, "accessKey": "a"}, None, "accessKey and secretKey go together"),
         ({"topic": TOPIC, "maxTriggerDelay": "soon"}, None, "is not a duration like 500ms"),
         (
             {"topic": TOPIC, "maxOffsetsPerTrigger": "5", "maxMessagesPerTrigger": "5"},

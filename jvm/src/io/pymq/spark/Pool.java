@@ -23,19 +23,20 @@ final class Pool {
    * One request and its answer on a kept connection; if that fails (its server closed it
    * meanwhile, e.g. restarted on the same address), once more on a new one.
    */
-  static Remoting.Response call(String addr, int timeoutMs, int code, Map<String, String> ext)
+  static Remoting.Response call(
+      String addr, int timeoutMs, int code, Map<String, String> ext, Signer signer)
       throws IOException {
     Remoting c = take(addr, timeoutMs, false);
     boolean kept = c.idleSince != 0;
     try {
-      return c.call(code, ext);
+      return c.call(code, ext, signer);
     } catch (IOException e) {
       if (!kept) {
         throw e;
       }
       c.close();
       c = take(addr, timeoutMs, true);
-      return c.call(code, ext);
+      return c.call(code, ext, signer);
     } finally {
       give(c);
     }

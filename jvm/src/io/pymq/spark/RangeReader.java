@@ -132,7 +132,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     }
     // the next page is asked for ahead only if it is a whole one of this range
     if (nextBegin < range.end && range.end - nextBegin >= opts.pullBatchSize) {
-      ahead = conn.send(PULL_MESSAGE, pull(nextBegin));
+      ahead = conn.send(PULL_MESSAGE, pull(nextBegin), opts.signer);
       aheadOffset = nextBegin;
     }
     page = r.code == 0 ? columns.fill(r.body, range.end) : null;
@@ -171,7 +171,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       if (conn == null) {
         conn = Pool.take(range.addrs[at], READ_TIMEOUT_MS, false);
       }
-      int opaque = ahead >= 0 && aheadOffset == offset ? ahead : conn.send(PULL_MESSAGE, pull(offset));
+      int opaque = ahead >= 0 && aheadOffset == offset ? ahead : conn.send(PULL_MESSAGE, pull(offset), opts.signer);
       ahead = -1;
       return conn.receive(opaque);
     } catch (IOException e) {
@@ -182,7 +182,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       conn.close();
       conn = Pool.take(range.addrs[at], READ_TIMEOUT_MS, true);
       ahead = -1;
-      return conn.call(PULL_MESSAGE, pull(offset));
+      return conn.call(PULL_MESSAGE, pull(offset), opts.signer);
     }
   }
 

@@ -39,6 +39,7 @@ public final class ReadOptions implements Serializable {
   static final List<String> SPARK = List.of("path", "checkpointLocation", "queryName");
 
   final String namesrv;
+  final Signer signer; // requests signed with accessKey / secretKey, or null
   final List<String> topics; // empty when pattern or assign says what to read
   final String pattern; // subscribePattern (java.util.regex, whole topic name)
   final Map<String, Map<String, Set<Integer>>> assign; // topic -> broker -> queue ids
@@ -72,9 +73,12 @@ public final class ReadOptions implements Serializable {
       throw bad("give exactly one of the options topic, subscribePattern, assign ("
           + (what.isEmpty() ? "none" : String.join(" and ", what)) + " given)");
     }
-    if (get("accessKey") != null || get("secretKey") != null) {
-      throw bad("options accessKey/secretKey: pymq brokers have no ACL (not supported)");
+    String accessKey = get("accessKey");
+    String secretKey = get("secretKey");
+    if ((accessKey == null || accessKey.isEmpty()) != (secretKey == null || secretKey.isEmpty())) {
+      throw bad("options accessKey and secretKey go together: give both or neither");
     }
+    signer = accessKey == null || accessKey.isEmpty() ? null : new Signer(accessKey, secretKey);
     if (bool("tls", false) || get("tlsCaFile") != null) {
       throw bad("options tls/tlsCaFile: pymq brokers do not speak TLS (not supported)");
     }

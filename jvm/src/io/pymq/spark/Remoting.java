@@ -33,6 +33,9 @@ final class Remoting implements Closeable {
   private final DataOutputStream out;
   private final Map<Integer, Response> early = new HashMap<>();
   private int nextOpaque = 1;
+  // signed requests: this connection's own numbering (pymqSignSeq), rising as they go out
+  private final String instance = Long.toHexString(new java.security.SecureRandom().nextLong());
+  private long signed;
   private int inFlight; // requests sent whose answer was not taken yet
   private boolean broken;
   long idleSince; // when it was last given back to the pool (0: never, a new connection)
@@ -89,9 +92,13 @@ final class Remoting implements Closeable {
     out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream(), 1 << 13));
   }
 
-  /** Send a request (no body); returns its opaque id. */
-  int send(int code, Map<String, String> ext) throws IOException {
+  /** Send a request (no body), signed by {@code signer} unless it is null; its opaque id. */
+  int send(int code, Map<String, String> ext, Signer signer) throws IOException {
     int opaque = nextOpaque++;
+    if (signer != null) {
+      ext = new java.util.HashMap<>(ext);
+      signer.sign(ext, instance + "-" + (++signed)); // numbered in the order they go out
+    }
     ObjectNode header = JSON.createObjectNode();
     header.put("code", code);
     header.put("language", "JAVA");
@@ -171,8 +178,8 @@ final class Remoting implements Closeable {
     socket.setSoTimeout(timeoutMs);
   }
 
-  Response call(int code, Map<String, String> ext) throws IOException {
-    return receive(send(code, ext));
+  Response call(int code, Map<String, String> ext, Signer signer) throws IOException {
+    return receive(send(code, ext, signer));
   }
 
   /** Whether it can be handed to the next user: nothing broke and no answer is owed. */
