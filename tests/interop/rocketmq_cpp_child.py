@@ -97,12 +97,20 @@ def _send(out: _Out, producer: Any, msg: Any, i: int, *, retries: int, deadline:
             time.sleep(_RETRY_BACKOFF_S * attempt)
 
 
+def _credentials(client: Any, p: Mapping[str, Any]) -> None:
+    """``credentials``: [accessKey, secretKey]: the client signs its requests (ACL)."""
+    if p.get("credentials"):
+        access_key, secret_key = p["credentials"]
+        client.set_session_credentials(access_key, secret_key, "ALIYUN")
+
+
 def _op_produce(out: _Out, p: Mapping[str, Any], deadline: float) -> dict[str, Any]:
     from rocketmq.client import Message, Producer
     from rocketmq.exceptions import RocketMQException
 
     producer = Producer(p["group"], timeout=p["send_timeout_ms"])
     producer.set_namesrv_addr(p["namesrv"])
+    _credentials(producer, p)
     producer.start()
     tags: list[str] = p["tags"] or [""]
     sent = failed = 0
@@ -163,6 +171,7 @@ def _op_pull(out: _Out, p: Mapping[str, Any], deadline: float) -> dict[str, Any]
 
     consumer = Consumer(p["group"])
     consumer.set_namesrv_addr(p["namesrv"])
+    _credentials(consumer, p)
     consumer.start()
     received = passes = 0
     error: dict[str, str] | None = None
@@ -231,6 +240,7 @@ def _op_push(out: _Out, p: Mapping[str, Any], deadline: float) -> dict[str, Any]
 
     consumer = PushConsumer(p["group"])
     consumer.set_namesrv_addr(p["namesrv"])
+    _credentials(consumer, p)
     consumer.set_thread_count(p["thread_count"])
     consumer.subscribe(p["topic"], on_message, p["expression"])
     consumer.start()

@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,12 @@ import httpx
 import pytest
 from pymq_side import QUEUES, consumer_progress, create_topic, pull_all
 
+from connector import PullConsumer
 from connector.client.producer import Producer
 from connector.protocol.message import Message
 from connector.server.local import LocalCluster
+from tests.security.acl_cluster import ADMIN, PUB_ONLY, SUB_ONLY, start_acl_cluster
+from tests.security.acl_cluster import create_topic as create_acl_topic
 
 JS = Path(__file__).parent / "js"
 TOPIC = "AliOnsInterop"
@@ -65,9 +69,13 @@ def node_client() -> Path:
     return where
 
 
-def run(client: Path, home: Path, *args: str) -> dict[str, Any]:
+def run(
+    client: Path, home: Path, *args: str, keys: tuple[str, str] | None = None, ok: bool = True
+) -> dict[str, Any]:
     """``node client.js args...`` (bounded; a fresh ``HOME``: the client writes its offsets
-    and logs there); its one-line JSON report."""
+    and logs there); its one-line JSON report. ``keys``: the account it signs with;
+    ``ok`` False: a failed run is what the caller expects."""
+    account = {"ALI_ONS_ACCESS_KEY": keys[0], "ALI_ONS_SECRET_KEY": keys[1]} if keys else {}
     proc = subprocess.run(
         ["node", "client.js", *args],
         cwd=client,
@@ -75,12 +83,13 @@ def run(client: Path, home: Path, *args: str) -> dict[str, Any]:
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "HOME": str(home)},
+        env={**os.environ, "HOME": str(home), **account},
     )
     lines = proc.stdout.strip().splitlines()
     assert proc.returncode == 0 and lines, f"rc {proc.returncode}: {proc.stderr[-2000:]}"
     report: dict[str, Any] = json.loads(lines[-1])
-    assert not report.get("timedOut") and not report.get("failed"), report
+    assert not report.get("timedOut"), report
+    assert not ok or not report.get("failed"), report
     return report
 
 
@@ -180,3 +189,38 @@ def test_its_transactional_halves_stay_hidden_until_pymq_decides_them(
         assert r.status_code == 200, r.text
     got = sorted(m.body.decode() for m in pull_all(cluster.namesrv_addr, topic))
     assert got == sorted(f"ali-ons-{i}-é" for i in range(0, 20, 2))
+
+
+@pytest.fixture(scope="module")
+def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    cluster, _ = start_acl_cluster(tmp_path_factory.mktemp("ali-ons-acl"))
+    try:
+        create_acl_topic(cluster, "AliOnsAcl")
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_with_an_account_it_signs_as_rocketmq_checks(
+    node_client: Path, acl_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """accessKey / secretKey: every request carries AccessKey, Signature and OnsChannel,
+    signed over its header fields, which pymq's servers check as RocketMQ's ACL does."""
+    ns, home = acl_cluster.namesrv_addr, tmp_path_factory.mktemp("ali-ons-home")
+    sent = run(node_client, home, "produce", ns, "AliOnsAcl", "20", keys=PUB_ONLY)["sent"]
+    assert {s["status"] for s in sent} == {"SEND_OK"} and len(sent) == 20
+    got = run(node_client, home, "consume", ns, "AliOnsAcl", "CID_ALI_ACL", "20", keys=SUB_ONLY)
+    assert len({m["body"] for m in got["messages"]}) == 20
+    # a wrong secret: the route lookup is refused; an account without PUB: every send is
+    # refused (the client reports its retries spent, not the broker's reason); nothing
+    # more is stored
+    for keys, why in (
+        ((PUB_ONLY[0], "notTheSecret"), "does not match"),
+        (SUB_ONLY, "still failed"),
+    ):
+        fresh = tmp_path_factory.mktemp("ali-ons-home")  # no route kept from a run before
+        refused = run(node_client, fresh, "produce", ns, "AliOnsAcl", "1", keys=keys, ok=False)
+        assert refused.get("failed") and why in str(refused["errors"]), refused
+    with PullConsumer(group="CID_COUNT", namesrv=ns, access_key=ADMIN[0],
+                      secret_key=ADMIN[1]) as c:  # fmt: skip
+        assert sum(c.max_offset(q) for q in c.fetch_queues("AliOnsAcl")) == 20

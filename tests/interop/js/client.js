@@ -9,7 +9,11 @@ const { Producer, Consumer, Message } = require('ali-ons');
 const httpclient = require('urllib');
 
 const [mode, nameSrv, topic] = process.argv.slice(2, 5);
-const common = { httpclient, nameSrv, accessKeyId: '', accessKeySecret: '', onsChannel: 'LOCAL' };
+// ACL: the account from the environment (empty: unsigned requests)
+const common = {
+  httpclient, nameSrv, onsChannel: 'LOCAL',
+  accessKeyId: process.env.ALI_ONS_ACCESS_KEY || '', accessKeySecret: process.env.ALI_ONS_SECRET_KEY || '',
+};
 const errors = [];
 const done = report => {
   process.stdout.write(JSON.stringify({ ...report, errors }) + '\n');
