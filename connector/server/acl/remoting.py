@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import orjson
 
-from connector.protocol.remoting import (
-    RemotingCommand,
-    RequestCode,
-    long_send_fields,
-)
+from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.server.acl.model import ADMIN, ANYONE, GROUP, PUB, SUB, TOPIC, Needs
 
 __all__ = ["remoting_needs"]
@@ -36,6 +32,7 @@ _ADMIN_CODES = frozenset({
     222,  # INVOKE_BROKER_TO_RESET_OFFSET
 })  # fmt: skip
 _SEND_CODES = frozenset({C.SEND_MESSAGE, C.SEND_MESSAGE_V2, C.SEND_BATCH_MESSAGE})
+_SENDS: dict[str, Needs] = {}  # by topic: a send's needs, made once
 _TOPIC_SUB_CODES = frozenset({
     C.QUERY_MESSAGE, C.SEARCH_OFFSET_BY_TIMESTAMP, C.GET_MAX_OFFSET, C.GET_MIN_OFFSET,
     C.GET_EARLIEST_MSG_STORETIME,
@@ -44,12 +41,19 @@ _TOPIC_SUB_CODES = frozenset({
 
 def remoting_needs(request: RemotingCommand) -> Needs:
     code, ext = request.code, request.ext
-    if code in _SEND_CODES:
-        fields = long_send_fields(ext) if code != C.SEND_MESSAGE else ext
-        topic = fields.get("topic", "")
-        if topic.startswith(RETRY_PREFIX):
-            return Needs.of((GROUP, topic[len(RETRY_PREFIX) :], SUB))
-        return Needs.of((TOPIC, topic or "?", PUB))
+    if code in _SEND_CODES:  # V2 and batch headers name the topic "b"
+        topic = ext.get("topic") if code == C.SEND_MESSAGE else ext.get("b") or ext.get("topic")
+        topic = topic or "?"
+        needs = _SENDS.get(topic)
+        if needs is None:
+            if topic.startswith(RETRY_PREFIX):
+                needs = Needs.of((GROUP, topic[len(RETRY_PREFIX) :], SUB))
+            else:
+                needs = Needs(False, (((TOPIC, topic), PUB),))
+            if len(_SENDS) > 10_000:
+                _SENDS.clear()
+            _SENDS[topic] = needs
+        return needs
     if code in (C.PULL_MESSAGE, C.LITE_PULL_MESSAGE, C.QUERY_CONSUMER_OFFSET,
                 C.UPDATE_CONSUMER_OFFSET):  # fmt: skip
         return Needs.of((TOPIC, ext.get("topic") or "?", SUB),

@@ -39,9 +39,8 @@ from connector.protocol.acl import (
     SIGN_SEQ,
     SIGN_TIME,
     SIGNATURE,
-    remoting_signature,
+    RemotingSigner,
     rest_signature,
-    signed_content,
 )
 from connector.protocol.remoting import RemotingCommand
 from connector.server.acl.model import Account, AclRules, Needs, refusal
@@ -70,6 +69,9 @@ class AclService:
         self.clock = clock
         self.wall_ms = wall_ms
         self.rules: AclRules = load_plain_acl(self.path)  # a bad file stops the start
+        self._signers = _signers(self.rules)
+        # (access key, what a request needs) -> why it is refused ("" allowed), per rules
+        self._decisions: dict[tuple[str, Needs], str] = {}
         self._stamp = _stamp(self.path)
         self._checked = clock()
         self._lock = threading.Lock()
@@ -100,6 +102,8 @@ class AclService:
                 log.error("ACL: %s; the previous rules stay", exc.message)
                 return
             self.rules = rules
+            self._signers = _signers(rules)
+            self._decisions = {}
         log.info("ACL: %s reloaded, %d accounts", self.path, len(rules.accounts))
 
     # -- remoting ------------------------------------------------------------------------
@@ -116,7 +120,8 @@ class AclService:
         if account.trusted_from(addr):
             self._authorize(account, remoting_needs(request), addr)
             return
-        expected = remoting_signature(account.secret_key, signed_content(ext, request.body))
+        signer = self._signers.get(account.access_key) or RemotingSigner(account.secret_key)
+        expected = signer.signature(ext, request.body)
         if not hmac.compare_digest(ext.get(SIGNATURE, "").encode(), expected.encode()):
             self._refuse(addr, account.access_key, "signature does not match")
             raise AuthenticationFailedError(
@@ -225,14 +230,24 @@ class AclService:
         return account
 
     def _authorize(self, account: Account, needs: Needs, addr: str) -> None:
-        reason = refusal(account, needs)
-        if reason is not None:
+        key = (account.access_key, needs)
+        reason = self._decisions.get(key)
+        if reason is None:
+            reason = refusal(account, needs) or ""
+            if len(self._decisions) > 100_000:
+                self._decisions = {}
+            self._decisions[key] = reason
+        if reason:
             self._refuse(addr, account.access_key, reason)
             raise NoPermissionError(reason)
 
     def _refuse(self, addr: str, access_key: str, why: str) -> None:
         self.refused += 1
         log.info("ACL: refused a request from %s (access key %r): %s", addr, access_key, why)
+
+
+def _signers(rules: AclRules) -> dict[str, RemotingSigner]:
+    return {key: RemotingSigner(a.secret_key) for key, a in rules.accounts.items()}
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
