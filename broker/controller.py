@@ -81,12 +81,15 @@ class BrokerController:
         self.loop: asyncio.AbstractEventLoop | None = None  # the event loop, once started
         self.epochs = EpochFile(store_config.store_dir / "epochs.json")
         self.ha_metadata = HAMetadata(self.topics, self.offsets, self.schedule)
+        # both edges and the HA port check requests against it (a bad acl_file stops the
+        # start here)
+        self.acl = AclService(config.acl_file) if config.acl_enable and config.acl_file else None
         self.ha: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
         self.replica: ReplicaLog | None = None
         self._ha_socket = ha_socket
         if config.broker_role.is_master:
-            self.ha = HAService(self.store, config, self.epochs, self.ha_metadata)
+            self.ha = HAService(self.store, config, self.epochs, self.ha_metadata, acl=self.acl)
         else:
             self.replica = ReplicaLog(self.store, self.epochs)
             self.offsets.track_local = True  # handed to the master when it is back
@@ -115,8 +118,7 @@ class BrokerController:
             timeout_ms=config.register_timeout_ms,
             credentials=config.credentials,
         )
-        # both edges check requests against it (a bad acl_file stops the start here)
-        self.acl = AclService(config.acl_file) if config.acl_enable and config.acl_file else None
+
         self.hold: PullRequestHoldService | None = None
         self.recovery: RecoveryReport | None = None
         self.started_ms = int(clock() * 1000)

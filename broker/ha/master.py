@@ -55,7 +55,9 @@ from broker.ha.protocol import (
 from broker.store.epochs import EpochFile, consistent_point, parse_entries
 from broker.store.results import PutMessageStatus
 from broker.store.store import MessageStore
-from connector.errors import StoreError
+from connector.errors import PyMQError, StoreError
+from connector.server.acl import AclService
+from connector.server.acl.model import ADMIN
 
 __all__ = ["HAService", "SlaveState"]
 
@@ -102,9 +104,11 @@ class HAService:
         metadata: HAMetadata,
         *,
         clock: Callable[[], float] = time.monotonic,
+        acl: AclService | None = None,
     ) -> None:
         self.store = store
         self.config = config
+        self.acl = acl  # with ACL on, a slave's HELLO is signed by an admin account
         self.epochs = epochs
         self.metadata = metadata
         self.clock = clock
@@ -314,6 +318,11 @@ class HAService:
         cfg = self.config
         if hello.get("magic") != HA_MAGIC or hello.get("version") != HA_VERSION:
             raise HaRefused("BAD_HANDSHAKE", "not a pymq HA handshake of this version")
+        if self.acl is not None:
+            try:
+                self.acl.check_document(hello, peer.rpartition(":")[0], ADMIN)
+            except PyMQError as exc:
+                raise HaRefused(exc.code, exc.message) from None
         name, cluster = hello.get("broker_name"), hello.get("cluster")
         if name != cfg.broker_name or cluster != cfg.broker_cluster_name:
             raise HaRefused(

@@ -43,6 +43,7 @@ from broker.store.epochs import parse_entries
 from broker.store.replica import ReplicaLog
 from broker.store.store import MessageStore
 from connector.errors import StoreError
+from connector.protocol.acl import sign_document
 
 __all__ = ["HAClient"]
 
@@ -177,7 +178,7 @@ class HAClient:
 
     def _hello(self) -> dict[str, Any]:
         cfg = self.config
-        return {
+        hello = {
             "magic": HA_MAGIC,
             "version": HA_VERSION,
             "cluster": cfg.broker_cluster_name,
@@ -187,6 +188,10 @@ class HAClient:
             "max_offset": self.replica.max_offset,
             "epochs": [e.as_list() for e in self.replica.epochs.entries],
         }
+        creds = cfg.credentials
+        if creds is not None:  # a master with ACL on takes only an admin account's slaves
+            sign_document(hello, creds)
+        return hello
 
     async def _welcome(
         self, reader: asyncio.StreamReader, decoder: FrameDecoder

@@ -32,6 +32,9 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
 
 from connector.errors import ConfigError
 
@@ -48,10 +51,12 @@ __all__ = [
     "Credentials",
     "RemotingSigner",
     "SignSequence",
+    "document_signature",
     "remoting_signature",
     "rest_headers",
     "rest_signature",
     "rest_string_to_sign",
+    "sign_document",
     "sign_remoting",
     "signed_content",
 ]
@@ -157,6 +162,25 @@ def sign_remoting(
         ext[SIGN_TIME] = str(int(time.time() * 1000))
         ext[SIGN_SEQ] = seq.next()
     ext[SIGNATURE] = creds.signer.signature(ext, body)
+
+
+def sign_document(doc: dict[str, Any], creds: Credentials) -> None:
+    """Sign a JSON handshake (a slave's HELLO to its master's HA port): adds
+    ``access_key``, ``signed_at`` (Unix ms), ``nonce`` and ``signature``, the Base64 of
+    HMAC-SHA256(secretKey, the document without ``signature`` as sorted-key JSON)."""
+    doc.pop("signature", None)
+    doc.update(
+        access_key=creds.access_key,
+        signed_at=int(time.time() * 1000),
+        nonce=secrets.token_urlsafe(12),
+    )
+    doc["signature"] = document_signature(creds.secret_key, doc)
+
+
+def document_signature(secret_key: str, doc: Mapping[str, Any]) -> str:
+    content = orjson.dumps({k: v for k, v in doc.items() if k != "signature"},
+                           option=orjson.OPT_SORT_KEYS)  # fmt: skip
+    return rest_signature(secret_key, content)
 
 
 def rest_string_to_sign(

@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from connector.errors import AuthenticationFailedError, ConfigError, NoPermissionError
 from connector.protocol.acl import (
@@ -40,6 +41,7 @@ from connector.protocol.acl import (
     SIGN_TIME,
     SIGNATURE,
     RemotingSigner,
+    document_signature,
     rest_signature,
 )
 from connector.protocol.remoting import RemotingCommand
@@ -153,6 +155,38 @@ class AclService:
             self._seqs[instance] = (n, now)
             if len(self._seqs) > 10_000:  # forget instances silent for longer than the window
                 self._seqs = {k: v for k, v in self._seqs.items() if now - v[1] < REST_WINDOW_MS}
+
+    # -- signed documents (the HA handshake) ---------------------------------------------
+
+    def check_document(self, doc: Mapping[str, Any], addr: str, needs: Needs) -> None:
+        """A JSON handshake signed by ``sign_document``: the account, the signature, the
+        time window, the nonce once, then ``needs``."""
+        self.refresh()
+        rules = self.rules
+        if rules.trusted(addr):
+            return
+        access_key = doc.get("access_key")
+        account = self._account(
+            rules, access_key if isinstance(access_key, str) else None, addr, "the handshake"
+        )
+        if account.trusted_from(addr):
+            self._authorize(account, needs, addr)
+            return
+        signature, nonce, sent_ms = doc.get("signature"), doc.get("nonce"), doc.get("signed_at")
+        if not isinstance(signature, str) or not isinstance(nonce, str):
+            raise AuthenticationFailedError("the handshake carries no signature")
+        expected = document_signature(account.secret_key, doc)
+        if not hmac.compare_digest(signature.encode(), expected.encode()):
+            self._refuse(addr, account.access_key, "signature does not match")
+            raise AuthenticationFailedError(
+                f"the handshake's signature does not match {account.access_key}'s secret key"
+            )
+        now = self.wall_ms()
+        if not isinstance(sent_ms, int) or abs(now - sent_ms) > REST_WINDOW_MS:
+            self._refuse(addr, account.access_key, "expired")
+            raise AuthenticationFailedError("the handshake was signed too long ago")
+        self._use_nonce(account.access_key, nonce, now, addr)
+        self._authorize(account, needs, addr)
 
     # -- REST ----------------------------------------------------------------------------
 
