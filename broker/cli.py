@@ -106,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
     ha = f"ha {config.host}:{ha_port}, " if ha_port is not None else ""
     ready = (
         f"pymq broker {config.broker_name} ready: remoting {config.host}:{port}, "
-        f"http http://{config.host}:{http_port} "
+        f"http {'https' if controller.tls else 'http'}://{config.host}:{http_port} "
         f"(cluster {config.broker_cluster_name}, id {config.broker_id}, "
         f"{config.broker_role.value}, {ha}"
         f"store {store_dir}, namesrv {namesrv}, "
@@ -128,4 +128,5 @@ def _run(args: argparse.Namespace) -> int:
         # numba's), the long-lived objects of the process leave the collector's view, so
         # a full collection takes ~1 ms instead of the 14 ms a send waited on one
         on_ready=gc.freeze,
+        tls=(str(config.tls_cert_file), str(config.tls_key_file)) if controller.tls else None,
     )

@@ -18,7 +18,7 @@ from typing import Any
 from broker.store.config import StoreConfig
 from connector.errors import ConfigError
 from connector.protocol.acl import Credentials
-from connector.server.settings import check_acl_settings, http_port_for
+from connector.server.settings import check_acl_settings, check_tls_settings, http_port_for
 
 __all__ = ["DEFAULT_DELAY_LEVELS", "BrokerConfig", "BrokerRole", "parse_delay_levels"]
 
@@ -127,6 +127,11 @@ class BrokerConfig:
     # NameServers have ACL on); PYMQ_ACCESS_KEY / PYMQ_SECRET_KEY
     access_key: str = ""
     secret_key: str = field(default="", repr=False)
+    # -- TLS: both listeners serve it with this certificate and key (PEM); the broker then
+    # talks TLS to its NameServers too, trusting tls_ca_file (or the system's CAs)
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_ca_file: Path | None = None
     log_level: str = "warning"
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -192,6 +197,7 @@ class BrokerConfig:
             raise ConfigError("transaction_check_max must be >= 0")
         parse_delay_levels(self.message_delay_level)
         check_acl_settings(self.acl_enable, self.acl_file)
+        check_tls_settings(self.tls_cert_file, self.tls_key_file)
         if self.acl_file is not None:
             object.__setattr__(self, "acl_file", Path(self.acl_file).expanduser())
         self.credentials  # noqa: B018 - both keys or neither
@@ -237,7 +243,8 @@ class BrokerConfig:
         host = self.addr.rpartition(":")[0]
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
-        return f"http://{host}:{self.resolved_http_port}"
+        scheme = "https" if self.tls_cert_file else "http"
+        return f"{scheme}://{host}:{self.resolved_http_port}"
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -47,6 +47,7 @@ from broker.topic_manager import TopicManager
 from broker.transaction import TransactionService
 from connector.protocol.rest import TopicConfigBody, TopicStatus
 from connector.protocol.route import RegisterBrokerRequest, UnregisterBrokerRequest
+from connector.protocol.tls import client_context, server_context
 from connector.server.acl import AclService
 
 __all__ = ["BrokerController"]
@@ -84,6 +85,10 @@ class BrokerController:
         # both edges and the HA port check requests against it (a bad acl_file stops the
         # start here)
         self.acl = AclService(config.acl_file) if config.acl_enable and config.acl_file else None
+        # TLS: what both listeners serve, and what the broker trusts of its NameServers
+        tls_files = (config.tls_cert_file, config.tls_key_file)
+        self.tls = server_context(*tls_files) if all(tls_files) else None  # type: ignore[arg-type]
+        self.tls_client = client_context(config.tls_ca_file) if self.tls is not None else None
         self.ha: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
         self.replica: ReplicaLog | None = None
@@ -117,6 +122,7 @@ class BrokerController:
             period_ms=config.register_name_server_period_ms,
             timeout_ms=config.register_timeout_ms,
             credentials=config.credentials,
+            tls=self.tls_client,
         )
 
         self.hold: PullRequestHoldService | None = None

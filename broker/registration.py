@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable
 
 import orjson
@@ -38,8 +39,10 @@ class BrokerRegistrar:
         period_ms: int,
         timeout_ms: int,
         credentials: Credentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.namesrv_addrs = namesrv_addrs
+        self.tls = tls  # NameServers reached over TLS
         self.credentials = credentials  # signs registrations for an ACL-enabled NameServer
         self.build_request = build_request
         self.period_s = period_ms / 1000
@@ -112,7 +115,7 @@ class BrokerRegistrar:
         what = "registration" if code == RequestCode.REGISTER_BROKER else "unregistration"
         try:
             resp = await call(
-                addr, RemotingCommand(code, ext, body), self.timeout_s, self.credentials
+                addr, RemotingCommand(code, ext, body), self.timeout_s, self.credentials, self.tls
             )
         except (OSError, asyncio.TimeoutError, FrameError) as exc:
             log.warning("NameServer %s unreachable for the %s: %s", addr, what, exc or "timeout")

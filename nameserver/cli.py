@@ -68,6 +68,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     # the server stack loads only when a server is about to start: `pymq --help`,
     # the other subcommands (the CLI imports every register()) and bad flags stay fast
+    from connector.protocol.tls import server_context  # noqa: PLC0415
     from connector.server.serve import bind_socket, serve  # noqa: PLC0415
     from nameserver.app import create_app  # noqa: PLC0415
     from nameserver.remoting import remoting_server  # noqa: PLC0415
@@ -85,14 +86,27 @@ def _run(args: argparse.Namespace) -> int:
         return _fail(exc.message)
     host = config.host
     port, http_port = rsock.getsockname()[1], hsock.getsockname()[1]
-    remoting = remoting_server(app.state.routes, app.state.kv, app.state.acl)
+    tls = _tls(config)
+    try:
+        context = server_context(*tls) if tls else None
+    except ConfigError as exc:
+        return _fail(exc.message)
+    remoting = remoting_server(app.state.routes, app.state.kv, app.state.acl, tls=context)
+    scheme = "https" if tls else "http"
     return serve(
         app,
         hsock,
         ready_line=(
-            f"pymq namesrv ready: remoting {host}:{port}, http http://{host}:{http_port}"
-            f" (data {data_dir})"
+            f"pymq namesrv ready: remoting {host}:{port}, http {scheme}://{host}:{http_port}"
+            f" (data {data_dir}{', TLS' if tls else ''})"
         ),
         log_level=config.log_level,
         remoting=(remoting, rsock),
+        tls=tls,
     )
+
+
+def _tls(config: NamesrvConfig) -> tuple[str, str] | None:
+    if config.tls_cert_file and config.tls_key_file:
+        return str(config.tls_cert_file), str(config.tls_key_file)
+    return None

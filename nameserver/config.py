@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from connector.errors import ConfigError
-from connector.server.settings import check_acl_settings, http_port_for
+from connector.server.settings import check_acl_settings, check_tls_settings, http_port_for
 
 __all__ = ["DEFAULT_DATA_DIR", "KV_CONFIG_FILE", "LOG_LEVELS", "NamesrvConfig"]
 
@@ -30,6 +30,7 @@ class NamesrvConfig:
       from every table (120 000 ms).
     - ``acl_enable`` / ``acl_file``: check every request against RocketMQ ACL 1.0's
       ``plain_acl.yml`` (reloaded when it changes); brokers then register signed.
+    - ``tls_cert_file`` / ``tls_key_file``: both listeners serve TLS (PEM files).
     - ``log_level``: one of critical, error, warning, info, debug, trace.
     - ``extra``: settings this class does not know (kept, never rejected).
     """
@@ -42,6 +43,8 @@ class NamesrvConfig:
     broker_channel_expired_time_ms: int = 120_000
     acl_enable: bool = False
     acl_file: Path | None = None
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
     log_level: str = "warning"
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -58,6 +61,7 @@ class NamesrvConfig:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         check_acl_settings(self.acl_enable, self.acl_file)
+        check_tls_settings(self.tls_cert_file, self.tls_key_file)
         if self.acl_file is not None:
             object.__setattr__(self, "acl_file", Path(self.acl_file).expanduser())
         level = self.log_level.lower()

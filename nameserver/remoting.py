@@ -10,6 +10,8 @@ A broker's registration body is pymq's ``RegisterBrokerRequest`` JSON.
 
 from __future__ import annotations
 
+import ssl
+
 import orjson
 from pydantic import ValidationError
 
@@ -31,9 +33,13 @@ __all__ = ["remoting_server"]
 
 
 def remoting_server(
-    routes: RouteInfoManager, kv: KvConfigManager, acl: AclService | None = None
+    routes: RouteInfoManager,
+    kv: KvConfigManager,
+    acl: AclService | None = None,
+    *,
+    tls: ssl.SSLContext | None = None,
 ) -> RemotingServer:
-    server = RemotingServer(acl=acl)
+    server = RemotingServer(acl=acl, tls=tls)
 
     def route(_: Channel, request: RemotingCommand) -> RemotingCommand:
         topic = validate_topic(Ext(request.ext).text("topic"))

@@ -20,7 +20,7 @@ __all__ = ["remoting_server"]
 
 
 def remoting_server(ctrl: BrokerController) -> RemotingServer:
-    server = RemotingServer(busy_poll_us=ctrl.config.busy_poll_us, acl=ctrl.acl)
+    server = RemotingServer(busy_poll_us=ctrl.config.busy_poll_us, acl=ctrl.acl, tls=ctrl.tls)
     send = SendHandlers(ctrl)
     pull = PullHandlers(ctrl)
     admin = AdminHandlers(ctrl)

@@ -24,6 +24,7 @@ from connector.protocol.acl import Credentials
 from connector.protocol.msgid import decode_offset_msg_id, is_msg_id
 from connector.protocol.names import validate_group, validate_topic
 from connector.protocol.route import ClusterInfo, TopicRouteData
+from connector.protocol.tls import client_context, tls_settings
 
 __all__ = ["Admin"]
 
@@ -36,16 +37,21 @@ class Admin:
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         access_key: str | None = None,
         secret_key: str | None = None,
+        tls: bool = False,
+        tls_ca_file: str | None = None,
     ) -> None:
         """``timeout_ms`` bounds each connect, write and read of a broker's REST call;
         ``access_key`` / ``secret_key``: the account requests are signed with (servers
-        with ACL on; admin requests need an admin account)."""
+        with ACL on; admin requests need an admin account); ``tls``: servers that serve
+        TLS, verified against ``tls_ca_file`` (else the system's CAs)."""
         creds = self.credentials = Credentials.of(access_key, secret_key)
+        self.tls = tls_settings(tls, tls_ca_file)
+        context = client_context(tls_ca_file) if self.tls else None
         # the NameServer over remoting; brokers' admin calls over their REST API, whose
         # base URL every route and cluster listing carries
-        self.rpc = Rpc(credentials=creds)
+        self.rpc = Rpc(credentials=creds, tls=context)
         self.namesrv = NameServerClient(parse_namesrv(namesrv), self.rpc)
-        self.rest = RestClient(timeout_ms=timeout_ms, credentials=creds)
+        self.rest = RestClient(timeout_ms=timeout_ms, credentials=creds, tls=context)
 
     def __enter__(self) -> Admin:
         return self

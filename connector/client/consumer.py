@@ -45,6 +45,7 @@ from connector.protocol.names import validate_group, validate_topic
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.route import TopicRouteData
 from connector.protocol.status import PullStatus
+from connector.protocol.tls import client_context, tls_settings
 from connector.remoting.client import DEFAULT_BUSY_POLL_US
 
 __all__ = ["PullCallback", "PullConsumer"]
@@ -125,12 +126,17 @@ class PullConsumer:
         read_routing: ReadRouting | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
+        tls: bool = False,
+        tls_ca_file: str | None = None,
     ) -> None:
         """``access_key`` / ``secret_key``: the account requests are signed with (servers
-        with ACL on: SUB on the topics and the group)."""
+        with ACL on: SUB on the topics and the group); ``tls``: servers that serve TLS,
+        verified against ``tls_ca_file`` (else the system's CAs)."""
         self.group = validate_group(group)
         self.rpc = Rpc(
-            busy_poll_us=busy_poll_us, credentials=Credentials.of(access_key, secret_key)
+            busy_poll_us=busy_poll_us,
+            credentials=Credentials.of(access_key, secret_key),
+            tls=client_context(tls_ca_file) if tls_settings(tls, tls_ca_file) else None,
         )
         self.namesrv = NameServerClient(parse_namesrv(namesrv), self.rpc)
         self.timeout_ms = timeout_ms

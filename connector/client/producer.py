@@ -77,6 +77,7 @@ from connector.protocol.record import MESSAGE_MAGIC_CODE, record_size
 from connector.protocol.remoting import SEND_V2_LETTERS as V2
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.status import SendStatus
+from connector.protocol.tls import client_context, tls_settings
 from connector.protocol.wire import batch_offsets
 from connector.remoting.client import DEFAULT_BUSY_POLL_US
 
@@ -149,11 +150,15 @@ class Producer:
         busy_poll_us: int = DEFAULT_BUSY_POLL_US,
         access_key: str | None = None,
         secret_key: str | None = None,
+        tls: bool = False,
+        tls_ca_file: str | None = None,
     ) -> None:
         """``access_key`` / ``secret_key``: the account every request is signed with
-        (servers with ACL on: PUB on the topics)."""
+        (servers with ACL on: PUB on the topics); ``tls``: servers that serve TLS,
+        verified against ``tls_ca_file`` (else the system's CAs)."""
         self.group = validate_group(group)
         credentials = Credentials.of(access_key, secret_key)
+        self._tls = client_context(tls_ca_file) if tls_settings(tls, tls_ca_file) else None
         self.namesrv_addrs = parse_namesrv(namesrv)
         for name, value in (
             ("send_msg_timeout_ms", send_msg_timeout_ms),
@@ -214,7 +219,7 @@ class Producer:
 
     def _make_rpc(self, busy_poll_us: int, credentials: Credentials | None) -> Rpc:
         """The transport (a subclass that answers brokers' requests passes ``on_request``)."""
-        return Rpc(busy_poll_us=busy_poll_us, credentials=credentials)
+        return Rpc(busy_poll_us=busy_poll_us, credentials=credentials, tls=self._tls)
 
     # -- lifecycle ---------------------------------------------------------------------
 

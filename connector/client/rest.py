@@ -15,6 +15,7 @@ exception of that code (``error_for_code``) with the answer's other fields,
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Generator, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -90,14 +91,22 @@ class RestClient:
     """
 
     def __init__(
-        self, *, timeout_ms: int = DEFAULT_TIMEOUT_MS, credentials: Credentials | None = None
+        self,
+        *,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        credentials: Credentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        """``credentials``: every request is signed with them (servers with ACL on)."""
+        """``credentials``: every request is signed with them (servers with ACL on);
+        ``tls``: how ``https://`` servers are verified (addresses without a scheme are
+        taken as https then)."""
         self.timeout_ms = timeout_ms
+        self.tls = tls
         self._client = httpx.Client(
             timeout=timeout_ms / 1000,
             trust_env=False,
             auth=SignedRequests(credentials) if credentials is not None else None,
+            verify=tls if tls is not None else True,
         )
 
     def close(self) -> None:
@@ -107,7 +116,7 @@ class RestClient:
         """A JSON request to ``base_url`` + ``target`` (from ``path``; ``payload`` None:
         no body) and its decoded JSON answer. ``base_url``: ``http://h:p`` or ``h:p``."""
         if "://" not in base_url:
-            base_url = "http://" + base_url
+            base_url = ("https://" if self.tls is not None else "http://") + base_url
         addr = _host_port(base_url)
         try:
             resp = self._client.request(method, base_url.rstrip("/") + target, json=payload)

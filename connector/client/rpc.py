@@ -11,6 +11,7 @@ callers decide on retries with ``error.retriable`` /
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Collection, Mapping
 
 import orjson
@@ -74,13 +75,16 @@ class Rpc:
         on_request: RequestHandler | None = None,
         busy_poll_us: int = 0,
         credentials: Credentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        """``credentials``: every request is signed with them (servers with ACL on)."""
+        """``credentials``: every request is signed with them (servers with ACL on);
+        ``tls``: every connection is TLS, the servers verified with this context."""
         self.client = RemotingClient(
             connect_timeout_s=connect_timeout_s,
             on_request=on_request,
             busy_poll_us=busy_poll_us,
             credentials=credentials,
+            tls=tls,
         )
 
     def call(

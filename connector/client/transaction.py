@@ -134,7 +134,12 @@ class TransactionProducer(Producer):
         self._beats: threading.Thread | None = None
 
     def _make_rpc(self, busy_poll_us: int, credentials: Credentials | None) -> Rpc:
-        return Rpc(busy_poll_us=busy_poll_us, on_request=self._on_request, credentials=credentials)
+        return Rpc(
+            busy_poll_us=busy_poll_us,
+            on_request=self._on_request,
+            credentials=credentials,
+            tls=self._tls,
+        )
 
     def start(self) -> TransactionProducer:
         super().start()

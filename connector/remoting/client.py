@@ -34,7 +34,9 @@ import heapq
 import itertools
 import logging
 import os
+import select
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -158,6 +160,26 @@ class Timeouts:
         self._stop.set()
 
 
+def _tls_handshake(
+    sock: socket.socket, ctx: ssl.SSLContext, host: str, addr: str, timeout_s: float
+) -> socket.socket:
+    """``sock`` wrapped in TLS, the server's certificate checked (ConnectError naming why,
+    in one line: a wrong CA, a name the certificate does not carry, a plaintext server)."""
+    sock.settimeout(timeout_s)
+    try:
+        return ctx.wrap_socket(sock, server_hostname=host)
+    except ssl.SSLCertVerificationError as exc:
+        sock.close()
+        why = exc.verify_message or exc.reason or str(exc)
+        raise ConnectError(
+            f"TLS to {addr}: the server's certificate is not trusted ({why})"
+        ) from None
+    except (ssl.SSLError, OSError) as exc:
+        sock.close()
+        why = str(getattr(exc, "reason", None) or exc.strerror or exc).replace("_", " ").lower()
+        raise ConnectError(f"TLS to {addr} failed ({why}): is it a TLS port?") from None
+
+
 class RemotingConnection:
     """One connection to a server; thread-safe."""
 
@@ -172,8 +194,10 @@ class RemotingConnection:
         busy_poll_s: float = 0.0,
         credentials: Credentials | None = None,
         sequence: SignSequence | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.addr = addr
+        self.tls = tls is not None
         # requests are signed (RocketMQ's ACL) when the client has an account
         self.credentials = credentials
         self.sequence = sequence or (SignSequence() if credentials is not None else None)
@@ -187,6 +211,8 @@ class RemotingConnection:
         except OSError as exc:
             raise ConnectError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            sock = _tls_handshake(sock, tls, host, addr, connect_timeout_s)
         # blocking, with a kernel receive timeout: whoever reads wakes every slice to
         # check its deadline (Python's own timeouts cost a poll() before every recv)
         sock.settimeout(None)
@@ -388,12 +414,32 @@ class RemotingConnection:
         """One recv: the bytes, None if nothing came (the read slice of SO_RCVTIMEO ended,
         or nothing waits), b"" if the connection is closed now (by the server, or broken)."""
         try:
+            if self.tls and flags:
+                return self._recv_tls(size, flags)
             data = self._sock.recv(size, flags)
-        except (BlockingIOError, InterruptedError, TimeoutError):
+        except (BlockingIOError, InterruptedError, TimeoutError, ssl.SSLWantReadError):
             return None
         except OSError as exc:
             self.close(RemotingError(f"connection to {self.addr} broke: {exc.strerror or exc}"))
             return b""
+        if not data:
+            self.close(RemotingError(f"{self.addr} closed the connection"))
+        return data
+
+    def _recv_tls(self, size: int, flags: int) -> bytes | None:
+        """``recv`` with flags on a TLS socket, which takes none: a peek looks at the TCP
+        bytes under TLS (b"" there: closed); MSG_DONTWAIT reads only if a TLS record is
+        buffered or bytes wait on the socket."""
+        sock = self._sock
+        if flags & socket.MSG_PEEK:
+            raw = socket.socket.recv(sock, size, flags)  # the bytes under TLS, not decrypted
+            if not raw:
+                self.close(RemotingError(f"{self.addr} closed the connection"))
+            return raw
+        assert isinstance(sock, ssl.SSLSocket)
+        if not sock.pending() and not select.select([sock], [], [], 0)[0]:
+            return None
+        data = sock.recv(size)
         if not data:
             self.close(RemotingError(f"{self.addr} closed the connection"))
         return data
@@ -470,11 +516,13 @@ class RemotingClient:
         on_request: RequestHandler | None = None,
         busy_poll_us: int = 0,
         credentials: Credentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         if busy_poll_us < 0:
             raise ConfigError("busy_poll_us must not be negative")
         self.credentials = credentials
         self.sequence = SignSequence() if credentials is not None else None
+        self.tls = tls
         self.connect_timeout_s = connect_timeout_s
         self.on_request = on_request
         self.busy_poll_s = busy_poll_us / 1e6
@@ -504,6 +552,7 @@ class RemotingClient:
             busy_poll_s=self.busy_poll_s,
             credentials=self.credentials,
             sequence=self.sequence,
+            tls=self.tls,
         )
         with self._lock:
             current = self._conns.get(addr)

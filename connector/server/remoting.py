@@ -29,6 +29,7 @@ import inspect
 import itertools
 import logging
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
 
@@ -273,15 +274,18 @@ class RemotingServer:
         max_frame_bytes: int | None = None,
         busy_poll_us: int = 0,
         acl: AclService | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         """``busy_poll_us``: how long the event loop keeps polling after bytes arrive
         before it sleeps in the kernel (``BusyPoll``); 0: it sleeps at once. ``acl``:
-        every request is checked against it before its handler sees it."""
+        every request is checked against it before its handler sees it. ``tls``: the
+        listener serves TLS with this context."""
         from connector.protocol.remoting import MAX_FRAME_BYTES  # noqa: PLC0415
 
         self.max_frame_bytes = max_frame_bytes or MAX_FRAME_BYTES
         self.handlers: dict[int, Handler] = {}
         self.acl = acl
+        self.tls = tls
         self.channels: set[Channel] = set()
         self.close_listeners: list[Callable[[Channel], None]] = []
         self.opaques = itertools.count(1)
@@ -293,7 +297,7 @@ class RemotingServer:
 
     async def start(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: Channel(self), sock=sock)
+        self._server = await loop.create_server(lambda: Channel(self), sock=sock, ssl=self.tls)
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting; give requests in flight ``grace_s`` to be answered; close."""
@@ -351,6 +355,7 @@ async def call(
     request: RemotingCommand,
     timeout_s: float,
     credentials: Credentials | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> RemotingCommand:
     """One request on a connection of its own, for a server calling another now and
     then (a broker registering with a NameServer), signed with ``credentials`` if
@@ -362,7 +367,9 @@ async def call(
         sign_remoting(request.ext, request.body, credentials, _SEQUENCE)
 
     async def exchange() -> RemotingCommand:
-        reader, writer = await asyncio.open_connection(host.strip("[]"), int(port))
+        reader, writer = await asyncio.open_connection(
+            host.strip("[]"), int(port), ssl=tls, server_hostname=host.strip("[]") if tls else None
+        )
         try:
             header = encode_header(request)
             writer.write(frame_prefix(len(header), len(request.body)) + header)

@@ -59,10 +59,12 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _uvicorn_config(app: Any, log_level: str) -> uvicorn.Config:
+def _uvicorn_config(app: Any, log_level: str, tls: tuple[str, str] | None) -> uvicorn.Config:
     has = importlib.util.find_spec
     return uvicorn.Config(
         app,
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
         loop="uvloop" if has("uvloop") else "asyncio",
         http="httptools" if has("httptools") else "h11",
         # the peer is the client: no X-Forwarded-For rewriting (and no middleware)
@@ -131,6 +133,7 @@ def serve(
     on_exit: Callable[[], None] | None = None,
     remoting: tuple[RemotingServer, socket.socket] | None = None,
     on_ready: Callable[[], None] | None = None,
+    tls: tuple[str, str] | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT; print ``ready_line`` once, when both listeners accept.
 
@@ -139,7 +142,8 @@ def serve(
 
     ``on_exit`` runs when the signal arrives (e.g. to answer held long polls
     so the graceful shutdown does not wait for them); ``on_ready`` once the
-    startup is done, just before the ready line.
+    startup is done, just before the ready line. ``tls``: (certificate, key) PEM files:
+    the REST listener serves HTTPS (the remoting server has its own context).
     """
 
     def ready() -> None:
@@ -147,7 +151,7 @@ def serve(
             on_ready()
         print(ready_line, flush=True)
 
-    server = _Server(_uvicorn_config(app, log_level), ready, on_exit, remoting)
+    server = _Server(_uvicorn_config(app, log_level, tls), ready, on_exit, remoting)
     config = server.config
     runner: Callable[[Any], Any] = asyncio.run
     if config.loop == "uvloop":  # optional dependency, present with uvicorn[standard]

@@ -30,6 +30,7 @@ __all__ = [
     "ENV_PREFIX",
     "HTTP_PORT_OFFSET",
     "check_acl_settings",
+    "check_tls_settings",
     "convert",
     "http_port_for",
     "load_settings",
@@ -45,6 +46,12 @@ def http_port_for(port: int, http_port: int | None) -> int:
     if http_port is not None:
         return http_port
     return 0 if port == 0 else port + HTTP_PORT_OFFSET
+
+
+def check_tls_settings(cert_file: Path | str | None, key_file: Path | str | None) -> None:
+    """TLS needs both: a certificate without its key (or the reverse) is a ConfigError."""
+    if bool(cert_file) != bool(key_file):
+        raise ConfigError("tls_cert_file and tls_key_file go together: set both or neither")
 
 
 def check_acl_settings(acl_enable: bool, acl_file: Path | str | None) -> None:

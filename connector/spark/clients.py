@@ -237,20 +237,17 @@ def pull_consumer(
     namesrv: str,
     group: str,
     timeout_ms: int = 3000,
-    access_key: str | None = None,
-    secret_key: str | None = None,
+    **security: Any,
 ) -> Iterator[PullConsumer]:
-    """A ``PullConsumer`` of this process for these settings, for the block's duration."""
+    """A ``PullConsumer`` of this process for these settings, for the block's duration;
+    ``security``: its ``access_key``, ``secret_key``, ``tls``, ``tls_ca_file``."""
 
     def make() -> PullConsumer:
         from connector.client.consumer import PullConsumer  # noqa: PLC0415
 
-        return PullConsumer(
-            group=group, namesrv=namesrv, timeout_ms=timeout_ms,
-            access_key=access_key, secret_key=secret_key,
-        )  # fmt: skip
+        return PullConsumer(group=group, namesrv=namesrv, timeout_ms=timeout_ms, **security)
 
-    key = ("pull", namesrv, group, timeout_ms, access_key, secret_key)
+    key = ("pull", namesrv, group, timeout_ms, tuple(sorted(security.items())))
     with _shared.lease(key, make) as consumer:
         yield consumer
 

@@ -98,8 +98,7 @@ def commit(opts: WriteOptions, writer: str, batch: int, halves: Sequence[Half]) 
     with Producer(
         namesrv=opts.namesrv,
         group=opts.producer_group,
-        access_key=opts.access_key,
-        secret_key=opts.secret_key,
+        **opts.client_security,
     ) as producer:
         brokers = sorted({b.broker_name for b in producer.namesrv.cluster_info().brokers})
         coordinator = brokers[0] if brokers else min(manifest)
@@ -138,8 +137,7 @@ def abort(opts: WriteOptions, halves: Sequence[Half]) -> None:
     with Producer(
         namesrv=opts.namesrv,
         group=opts.producer_group,
-        access_key=opts.access_key,
-        secret_key=opts.secret_key,
+        **opts.client_security,
     ) as producer:
         for broker, queue_offset, phys, _ in halves:
             try:

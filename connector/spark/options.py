@@ -202,15 +202,21 @@ def _duration_ms(options: Mapping[str, str], name: str, default_ms: int) -> int:
 
 
 def _security(options: Mapping[str, str]) -> dict[str, Any]:
-    """accessKey / secretKey (both or neither): the account requests are signed with, as
-    the clients' ``access_key`` / ``secret_key`` keywords. TLS is not served yet, so
-    asking for it fails instead of sending in the clear."""
-    if _bool(options, "tls", False) or _get(options, "tlsCaFile") is not None:
-        raise ConfigError("options tls/tlsCaFile: pymq brokers do not speak TLS (not supported)")
+    """accessKey / secretKey (both or neither): the account requests are signed with;
+    tls / tlsCaFile: servers that serve TLS, verified against that CA file. As the
+    clients' keywords (``access_key``, ``secret_key``, ``tls``, ``tls_ca_file``)."""
     access_key, secret_key = _get(options, "accessKey"), _get(options, "secretKey")
     if bool(access_key) != bool(secret_key):
         raise ConfigError("options accessKey and secretKey go together: give both or neither")
-    return {"access_key": access_key or None, "secret_key": secret_key or None}
+    tls, ca_file = _bool(options, "tls", False), _get(options, "tlsCaFile")
+    if ca_file and not tls:
+        raise ConfigError("option tlsCaFile is set but tls is not: set tls to true too")
+    return {
+        "access_key": access_key or None,
+        "secret_key": secret_key or None,
+        "tls": tls,
+        "tls_ca_file": ca_file or None,
+    }
 
 
 def _int(options: Mapping[str, str], name: str, default: int, low: int = 1) -> int:
@@ -366,6 +372,16 @@ class ReadOptions:
     # the account requests are signed with (servers with ACL on); never in repr
     access_key: str | None = None
     secret_key: str | None = dataclasses.field(default=None, repr=False)
+    tls: bool = False
+    tls_ca_file: str | None = None
+
+    @property
+    def client_security(self) -> dict[str, Any]:
+        """The clients' keywords for the account and TLS."""
+        return {
+            "access_key": self.access_key, "secret_key": self.secret_key,
+            "tls": self.tls, "tls_ca_file": self.tls_ca_file,
+        }  # fmt: skip
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, stream: bool) -> ReadOptions:
@@ -431,6 +447,16 @@ class WriteOptions:
     exactly_once: bool = False  # deliveryGuarantee=exactly-once
     access_key: str | None = None
     secret_key: str | None = dataclasses.field(default=None, repr=False)
+    tls: bool = False
+    tls_ca_file: str | None = None
+
+    @property
+    def client_security(self) -> dict[str, Any]:
+        """The clients' keywords for the account and TLS."""
+        return {
+            "access_key": self.access_key, "secret_key": self.secret_key,
+            "tls": self.tls, "tls_ca_file": self.tls_ca_file,
+        }  # fmt: skip
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:

@@ -76,7 +76,7 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
             self._consumer = PullConsumer(
                 group=self.opts.consumer_group or "pymq-spark-reader", namesrv=self.opts.namesrv,
-                access_key=self.opts.access_key, secret_key=self.opts.secret_key,
+                **self.opts.client_security,
             )  # fmt: skip
         return self._consumer
 

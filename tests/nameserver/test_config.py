@@ -24,7 +24,8 @@ def test_defaults() -> None:
 
 def test_shipped_file_holds_every_key_with_its_default() -> None:
     assert load_settings(NamesrvConfig, config_file=SHIPPED) == NamesrvConfig()
-    documented = set(read_toml(SHIPPED)) | {"data_dir", "http_port", "acl_file"}  # commented
+    commented = {"data_dir", "http_port", "acl_file", "tls_cert_file", "tls_key_file"}
+    documented = set(read_toml(SHIPPED)) | commented
     assert documented == set(settings_keys(NamesrvConfig)) - {"extra"}
     assert "# data_dir = " in SHIPPED.read_text()
 

@@ -23,7 +23,7 @@ from connector.errors import PyMQError
 
 __all__ = ["ServerProcess", "ServerStartError"]
 
-_READY = re.compile(r"ready: remoting (\S+?):(\d+), http http://(\S+?):(\d+)")
+_READY = re.compile(r"ready: remoting (\S+?):(\d+), http https?://(\S+?):(\d+)")
 _HA = re.compile(r"\bha (\S+?:\d+)")
 
 

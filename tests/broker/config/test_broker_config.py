@@ -31,6 +31,7 @@ def test_shipped_broker_files_load_and_document_every_key(name: str) -> None:
     documented = set(read_toml(path))
     # shown commented out: no fixed default
     commented = {"store_dir", "advertised_addr", "http_port", "acl_file"}
+    commented |= {"tls_cert_file", "tls_key_file", "tls_ca_file"}
     every = set(settings_keys(BrokerConfig, StoreConfig)) - {"store_host", "store_port"}
     every -= commented
     assert every - documented == set(), "keys missing from the shipped file"
@@ -40,11 +41,8 @@ def test_shipped_broker_files_load_and_document_every_key(name: str) -> None:
 def test_shipped_namesrv_file_documents_every_key() -> None:
     path = CONF / "namesrv.toml"
     load_settings(NamesrvConfig, config_file=path)
-    assert set(settings_keys(NamesrvConfig)) - set(read_toml(path)) == {
-        "data_dir",
-        "http_port",
-        "acl_file",
-    }
+    commented = {"data_dir", "http_port", "acl_file", "tls_cert_file", "tls_key_file"}
+    assert set(settings_keys(NamesrvConfig)) - set(read_toml(path)) == commented
 
 
 def test_flags_beat_environment_beat_file(tmp_path: Path) -> None:

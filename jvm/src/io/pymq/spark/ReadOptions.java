@@ -80,7 +80,7 @@ public final class ReadOptions implements Serializable {
     }
     signer = accessKey == null || accessKey.isEmpty() ? null : new Signer(accessKey, secretKey);
     if (bool("tls", false) || get("tlsCaFile") != null) {
-      throw bad("options tls/tlsCaFile: pymq brokers do not speak TLS (not supported)");
+      throw bad("options tls/tlsCaFile: format(\"pymq-jvm\") does not speak TLS yet; use format(\"pymq\")");
     }
     String ns = get("namesrv");
     if (ns == null || ns.isBlank()) {
