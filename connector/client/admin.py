@@ -46,6 +46,7 @@ class Admin:
         TLS, verified against ``tls_ca_file`` (else the system's CAs)."""
         creds = self.credentials = Credentials.of(access_key, secret_key)
         self.tls = tls_settings(tls, tls_ca_file)
+        self.tls_ca_file = tls_ca_file
         context = client_context(tls_ca_file) if self.tls else None
         # the NameServer over remoting; brokers' admin calls over their REST API, whose
         # base URL every route and cluster listing carries

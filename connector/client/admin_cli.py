@@ -231,6 +231,14 @@ def _common_options(parser: argparse.ArgumentParser, default: Any) -> None:
         default=default,
         help="the account's secret (better: PYMQ_SECRET_KEY, kept out of `ps`)",
     )
+    parser.add_argument(
+        "--tls", action="store_true", default=default, help="the servers serve TLS (or PYMQ_TLS=1)"
+    )
+    parser.add_argument(
+        "--tls-ca-file",
+        default=default,
+        help="CA that signed the servers' certificates, PEM (implies --tls; PYMQ_TLS_CA_FILE)",
+    )
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -413,10 +421,14 @@ def _runner(handler: Handler) -> Callable[[argparse.Namespace], int]:
         # closed, a retry) would only add lines to it
         logging.basicConfig(level=logging.ERROR, format="pymq admin: %(message)s")
         try:
+            ca_file = args.tls_ca_file or os.environ.get("PYMQ_TLS_CA_FILE") or None
             with Admin(
                 namesrv=args.namesrv or os.environ.get("PYMQ_NAMESRV"),
                 access_key=args.access_key or os.environ.get("PYMQ_ACCESS_KEY"),
                 secret_key=args.secret_key or os.environ.get("PYMQ_SECRET_KEY"),
+                # a CA file means TLS
+                tls=bool(args.tls or ca_file) or os.environ.get("PYMQ_TLS", "") in ("1", "true"),
+                tls_ca_file=ca_file,
             ) as admin:
                 out = handler(admin, args)
         except PyMQError as exc:

@@ -82,6 +82,8 @@ def message_send(admin: Admin, args: argparse.Namespace) -> Output:
         namesrv=admin.namesrv.addrs,
         access_key=creds.access_key if creds else None,
         secret_key=creds.secret_key if creds else None,
+        tls=admin.tls,
+        tls_ca_file=admin.tls_ca_file,
     ) as producer:
         r = producer.send(
             Message(topic=args.topic, body=args.body.encode(), tags=args.tags, keys=args.keys or [])

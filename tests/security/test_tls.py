@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import ssl
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,3 +100,16 @@ def test_settings_need_both_files_and_a_readable_ca(tmp_path: Path) -> None:
         Producer(namesrv="127.0.0.1:1", tls=True, tls_ca_file=str(tmp_path / "none.pem"))
     with pytest.raises(ConfigError, match="set tls=True"):
         Producer(namesrv="127.0.0.1:1", tls_ca_file=str(tmp_path / "ca.pem"))
+
+
+def test_pymq_admin_over_tls(tls: tuple[LocalCluster, TlsFiles]) -> None:
+    cluster, files = tls
+    run = [sys.executable, "-m", "connector.cli", "admin", "--namesrv", cluster.namesrv_addr]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
+    ok = subprocess.run([*run, "cluster", "list", "--tls-ca-file", str(files.ca)], check=False,
+                        capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    assert ok.returncode == 0 and "broker-a" in ok.stdout, ok.stderr
+    bad = subprocess.run([*run, "cluster", "list"], check=False, capture_output=True,
+                         text=True, timeout=60, env=env)  # fmt: skip
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1, bad.stderr
+    assert bad.stderr.startswith("pymq admin: ")
