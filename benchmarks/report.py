@@ -42,7 +42,7 @@ from peers_bench import BATCH_TOPIC, ROWS, SYSTEMS  # noqa: E402
 from connector.protocol.msgid import UniqKeyGenerator  # noqa: E402
 from connector.protocol.record import record_size  # noqa: E402
 
-STEPS = ("limits", "store", "server", "client", "spark", "peers", "ha", "tx")
+STEPS = ("limits", "store", "server", "client", "spark", "peers", "ha", "tx", "security")
 NOISY = 1.3  # max / min above this is called noisy
 PEER_NAMES = {"pymq": "pymq", "redis": "Redis Streams", "nats": "NATS JetStream"}
 Fig = dict[str, float]  # median, min, max
@@ -380,6 +380,7 @@ def targets(data: dict[str, Any]) -> list[Target]:
         )
     ha_targets(data.get("ha", {}), add, out)
     out += tx_targets(data.get("tx", {}))
+    out += security_targets(data.get("security", {}))
     return out
 
 
@@ -459,6 +460,40 @@ def tx_targets(tx: dict[str, Any]) -> list[Target]:
             cell(sink["ratio"], "x"), verdict(sink["ratio"], goal, higher=True),
         )
     ]  # fmt: skip
+
+
+def security_targets(sec: dict[str, Any]) -> list[Target]:
+    """The security issue's targets (goals in ``security_bench``), as that script judged
+    them on the medians of the runs' own differences and ratios."""
+    out = []
+    for i, t in enumerate(sec.get("targets", [])):
+        out.append(
+            Target(f"security_{i}", f"SEC: {t['what']} {t['goal']}", t["value"], "ACL and TLS off",
+                   "", "met" if t["met"] else "**missed**")
+        )  # fmt: skip
+    return out
+
+
+SECURITY_HEAD = ["what", "ACL and TLS off", "ACL on", "TLS on"]
+
+
+def security_rows(sec: dict[str, Any], *, ranges: bool = True) -> list[list[str]]:
+    figs = sec.get("figures", {})
+    if not {"off", "acl", "tls"} <= figs.keys():
+        return []
+
+    def show(fig: Fig, unit: str = "") -> str:
+        return cell(fig, unit) if ranges else num(fig["median"], unit)
+
+    rows = []
+    for label, get, unit in (
+        ("single send p50, ms", lambda f: f["single"]["p50_ms"], "ms"),
+        ("single send p99, ms", lambda f: f["single"]["p99_ms"], "ms"),
+        ("single sends, msgs/s", lambda f: f["single"]["msgs_per_s"], ""),
+        ("`send_batch` of 1,000, msgs/s", lambda f: f["batch"], ""),
+    ):
+        rows.append([label, *(show(get(figs[s]), unit) for s in ("off", "acl", "tls"))])
+    return rows
 
 
 def short(result: str) -> str:
@@ -1268,6 +1303,21 @@ def markdown(data: dict[str, Any]) -> str:
             "",
             *table(TX_HEAD, tx_rows(tx)),
         ]
+    if "security" in data:
+        sec = data["security"]
+        md += [
+            "",
+            "## Access control and TLS (`benchmarks/security_bench.py`)",
+            "",
+            f"Median of {sec['runs']} run(s) (min-max), measured {sec['date']} (load "
+            f"{sec['load_at_start']} at its start, {sec.get('load_at_end', '?')} at its end). "
+            "Three clusters of one NameServer and one broker side by side on loopback, 100 B "
+            "bodies: no ACL and no TLS; ACL on (every request signed by the producer and "
+            "checked by the broker); TLS on (RSA 2048, the producer verifying the broker). "
+            "They take turns in tenths of each workload.",
+            "",
+            *table(SECURITY_HEAD, security_rows(sec)),
+        ]
     for step, title, rows_of, head2 in (
         (
             "server",
@@ -1350,6 +1400,10 @@ def write(results: Path, doc: Path) -> None:
     if tx_table:
         print()
         print(terminal(TX_HEAD, tx_table))
+    security_table = security_rows(data.get("security", {}), ranges=False)
+    if security_table:
+        print()
+        print(terminal(SECURITY_HEAD, security_table))
     noisy_rows, counted, _ = noisy(data)
     print(f"\nnoisy (max/min > {NOISY}): {len(noisy_rows)} of {counted} figures; report: {doc}")
 

@@ -12,6 +12,7 @@ Runs, one after the other (each starts and stops its own servers):
     peers   benchmarks/peers_bench.py  pymq vs Redis Streams vs NATS JetStream
     ha      benchmarks/ha_bench.py     SYNC_MASTER vs ASYNC_MASTER vs no slave, slave catch-up
     tx      benchmarks/tx_bench.py     exactly-once sink vs at-least-once, batch commits, tx sends
+    security benchmarks/security_bench.py  ACL on and TLS on vs neither: sends, batches
 
 Each writes its JSON to ``DIR/<step>.json`` (``--json-out``) and its stdout
 (its table and JSON) to ``DIR/<step>.log``; its progress lines (stderr) are
@@ -58,6 +59,7 @@ STEPS: list[tuple[str, str, list[str]]] = [
     ("peers", "peers_bench.py", ["--runs", "3"]),
     ("ha", "ha_bench.py", ["--runs", "3"]),
     ("tx", "tx_bench.py", ["--runs", "3"]),
+    ("security", "security_bench.py", ["--runs", "3"]),
 ]
 STOP_GRACE_S = 60  # a step stopped by Ctrl-C / SIGTERM gets this long to stop its servers
 

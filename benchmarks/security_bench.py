@@ -1,17 +1,20 @@
-"""What access control costs: ACL on vs off, on loopback, in the same minutes.
+"""What access control and TLS cost: ACL on, TLS on, neither; loopback, same minutes.
 
     python benchmarks/security_bench.py [--runs 3] [--quick] [--json-out FILE]
 
-Two ``LocalCluster``s of one NameServer and one ASYNC_FLUSH broker run side
+Three ``LocalCluster``s of one NameServer and one ASYNC_FLUSH broker run side
 by side (data in temp dirs, stopped at the end, also on Ctrl-C or SIGTERM),
 every process on 127.0.0.1, this process the client (pymq's ``Producer``,
 100-byte bodies, a topic of 8 queues):
 
-* ``off``: no ACL (the default);
+* ``off``: no ACL, no TLS (the defaults);
 * ``acl``: ``acl_enable`` with a ``plain_acl.yml`` of a few accounts; the
   producer signs every request (HMAC-SHA1 over the ext fields and the body,
   plus pymq's signed time and request number) with a PUB account, and the
-  broker checks each (signature, replay, permission).
+  broker checks each (signature, replay, permission);
+* ``tls``: both listeners serve TLS (a CA and a server certificate made with
+  the openssl command, RSA 2048); the producer verifies the broker against
+  the CA. No ACL.
 
 Measured, the shapes of ``peers_bench.py``:
 
@@ -24,7 +27,8 @@ The two setups alternate in tenths of each workload (A B B A ...), so a drift
 of the machine's speed within a run falls on both; each figure is the median
 of ``--runs`` runs (min-max), each ratio the median of the runs' own ratios.
 Targets (issue #39, defined here): ACL costs <= 10 % of batched throughput
-and <= 0.02 ms of the single-send p50.
+and <= 0.02 ms of the single-send p50; TLS keeps >= 0.7x of plaintext
+batched throughput.
 """
 
 from __future__ import annotations
@@ -61,11 +65,11 @@ from peers_bench import (  # noqa: E402
     summary,
 )
 
-from connector import Message, Producer, SendStatus  # noqa: E402
+from connector import Admin, Message, Producer, SendStatus  # noqa: E402
 from connector.server.local import LocalCluster  # noqa: E402
 
-SETUPS = ("off", "acl")
-LABELS = {"off": "ACL off", "acl": "ACL on (signed, checked)"}
+SETUPS = ("off", "acl", "tls")
+LABELS = {"off": "ACL and TLS off", "acl": "ACL on (signed, checked)", "tls": "TLS on"}
 TOPIC = "SecBench"
 ADMIN = ("benchAdmin", "benchAdminSecret")
 WRITER = ("benchWriter", "benchWriterSecret")
@@ -88,10 +92,13 @@ SLICES = 10
 # the issue's targets; a report reads them from here
 ACL_BATCH_MAX_COST = 0.10  # ACL costs <= 10 % of batched throughput
 ACL_P50_MAX_ADDED_MS = 0.02  # and <= 0.02 ms of the single-send p50
+TLS_BATCH_MIN_X = 0.7  # TLS keeps >= 0.7x of plaintext batched throughput
 
 
 def env_of(setup: str, base: Path) -> dict[str, str]:
     env = pymq_env("ASYNC_FLUSH")
+    if setup == "tls":
+        env.update(tls_env(base))
     if setup == "acl":
         acl_file = base / "plain_acl.yml"
         acl_file.write_text(RULES)
@@ -104,10 +111,34 @@ def env_of(setup: str, base: Path) -> dict[str, str]:
     return env
 
 
-def keys_of(setup: str, account: tuple[str, str]) -> dict[str, str | None]:
-    if setup == "off":
-        return {"access_key": None, "secret_key": None}
-    return {"access_key": account[0], "secret_key": account[1]}
+def tls_env(base: Path) -> dict[str, str]:
+    """A CA and a certificate for 127.0.0.1, made with openssl (in ``base``)."""
+    import subprocess
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=base, check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "2", "-subj", "/CN=bench CA")  # fmt: skip
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+        "-subj", "/CN=localhost")  # fmt: skip
+    (base / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")  # fmt: skip
+    return {
+        "PYMQ_TLS_CERT_FILE": str(base / "server.pem"),
+        "PYMQ_TLS_KEY_FILE": str(base / "server.key"),
+        "PYMQ_TLS_CA_FILE": str(base / "ca.pem"),
+    }
+
+
+def client_of(setup: str, base: Path) -> dict[str, Any]:
+    """The Producer's (and Admin's) keywords for a setup."""
+    if setup == "acl":
+        return {"access_key": WRITER[0], "secret_key": WRITER[1]}
+    if setup == "tls":
+        return {"tls": True, "tls_ca_file": str(base / "ca.pem")}
+    return {}
 
 
 def one_run(base: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -120,8 +151,10 @@ def one_run(base: Path, args: argparse.Namespace) -> dict[str, Any]:
                 base / setup / "cluster", brokers=1, env=env_of(setup, base / setup)
             ).start()
             ns = clusters[setup].namesrv_addr
-            _topics(ns, setup)
-            producers[setup] = Producer(group="sec-bench", namesrv=ns, **keys_of(setup, WRITER))
+            _topics(ns, setup, base / setup)
+            producers[setup] = Producer(
+                group="sec-bench", namesrv=ns, **client_of(setup, base / setup)
+            )
             producers[setup].start()
             pymq_warm(producers[setup])
         lat: dict[str, list[float]] = {s: [] for s in SETUPS}
@@ -130,7 +163,7 @@ def one_run(base: Path, args: argparse.Namespace) -> dict[str, Any]:
         per_slice_single = args.singles // SLICES
         per_slice_batches = args.messages // BATCH // SLICES
         for i in range(SLICES):
-            order = SETUPS if i % 2 == 0 else SETUPS[::-1]
+            order = SETUPS[i % len(SETUPS) :] + SETUPS[: i % len(SETUPS)]  # rotating
             for setup in order:
                 p = producers[setup]
                 t0 = time.perf_counter()
@@ -166,13 +199,14 @@ def one_run(base: Path, args: argparse.Namespace) -> dict[str, Any]:
             c.stop()
 
 
-def _topics(ns: str, setup: str) -> None:
+def _topics(ns: str, setup: str, base: Path) -> None:
     if setup == "off":
         pymq_topics(ns, {TOPIC: 8, WARM_TOPIC: 8})
         return
-    from connector import Admin
-
-    with Admin(namesrv=ns, access_key=ADMIN[0], secret_key=ADMIN[1]) as admin:
+    keys = client_of(setup, base)
+    if setup == "acl":
+        keys = {"access_key": ADMIN[0], "secret_key": ADMIN[1]}
+    with Admin(namesrv=ns, **keys) as admin:
         for topic in (TOPIC, WARM_TOPIC):
             admin.create_topic(topic, read_queue_nums=8, write_queue_nums=8)
         deadline = time.monotonic() + 30
@@ -209,6 +243,12 @@ def figures(per_run: list[dict[str, Any]]) -> dict[str, Any]:
     out["acl_p50_added_ms"] = statistics.median(
         r["acl"]["single"]["p50_ms"] - r["off"]["single"]["p50_ms"] for r in per_run
     )
+    out["tls_batch_ratio"] = statistics.median(
+        r["tls"]["batch"] / r["off"]["batch"] for r in per_run
+    )
+    out["tls_p50_added_ms"] = statistics.median(
+        r["tls"]["single"]["p50_ms"] - r["off"]["single"]["p50_ms"] for r in per_run
+    )
     return out
 
 
@@ -220,6 +260,8 @@ def checks(fig: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
          f"<= {ACL_BATCH_MAX_COST * 100:.0f} %", cost <= ACL_BATCH_MAX_COST),
         ("ACL: single-send p50 added", f"{added:+.3f} ms",
          f"<= {ACL_P50_MAX_ADDED_MS} ms", added <= ACL_P50_MAX_ADDED_MS),
+        ("TLS: batched throughput kept", f"{fig['tls_batch_ratio']:.2f}x",
+         f">= {TLS_BATCH_MIN_X}x", fig["tls_batch_ratio"] >= TLS_BATCH_MIN_X),
     ]  # fmt: skip
 
 

@@ -152,14 +152,15 @@ class AclService:
                 f"the request was signed {abs(now - sent_ms) / 1000:.0f} s away from this "
                 f"server's clock (window {REST_WINDOW_MS // 1000} s): expired, or clocks differ"
             )
-        with self._lock:
-            last = self._seqs.get(instance)
-            if last is not None and n <= last[0]:
-                self._refuse(addr, access_key, "replayed")
-                raise AuthenticationFailedError("the request was seen before (a replay)")
-            self._seqs[instance] = (n, now)
-            if len(self._seqs) > 10_000:  # forget instances silent for longer than the window
-                self._seqs = {k: v for k, v in self._seqs.items() if now - v[1] < REST_WINDOW_MS}
+        # no lock: every check runs on the server's event loop (remoting, REST, HA port)
+        seqs = self._seqs
+        last = seqs.get(instance)
+        if last is not None and n <= last[0]:
+            self._refuse(addr, access_key, "replayed")
+            raise AuthenticationFailedError("the request was seen before (a replay)")
+        seqs[instance] = (n, now)
+        if len(seqs) > 10_000:  # forget instances silent for longer than the window
+            self._seqs = {k: v for k, v in seqs.items() if now - v[1] < REST_WINDOW_MS}
 
     # -- signed documents (the HA handshake) ---------------------------------------------
 
