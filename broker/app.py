@@ -36,6 +36,7 @@ from broker.store.results import PutMessageStatus
 from broker.transaction import COMMIT, ROLLBACK
 from connector import __version__
 from connector.errors import ServiceNotAvailableError, UnsupportedMediaTypeError
+from connector.protocol.acl import REST_ACCESS_KEY
 from connector.protocol.hashing import parse_tags
 from connector.protocol.msgid import decode_offset_msg_id
 from connector.protocol.rest import (
@@ -64,6 +65,7 @@ from connector.protocol.wire import (
 )
 from connector.server.acl.rest import SIGNING_DOC, AclMiddleware
 from connector.server.http_errors import install_error_handlers
+from connector.server.limits import BodyLimit
 
 __all__ = ["create_app"]
 
@@ -88,6 +90,15 @@ _PULL_DOC: dict[int | str, dict[str, Any]] = {
         "content": {RECORDS_CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}}},
     }
 }
+
+
+def _sender(request: Request) -> str:
+    """Whom a send counts against (``send_rate_limit``): the signing account, else the
+    client's address."""
+    key = request.headers.get(REST_ACCESS_KEY)
+    if key:
+        return key
+    return request.client.host if request.client else ""
 
 
 def _born_host(request: Request) -> bytes:
@@ -137,6 +148,7 @@ def create_app(controller: BrokerController) -> FastAPI:
     install_error_handlers(app)
     if ctrl.acl is not None:
         app.add_middleware(AclMiddleware, acl=ctrl.acl, routes=lambda: app.router.routes)
+    app.add_middleware(BodyLimit, max_bytes=cfg.max_frame_bytes)  # outermost
     app.state.controller = ctrl
 
     # -- health and metrics -------------------------------------------------------------
@@ -191,6 +203,7 @@ def create_app(controller: BrokerController) -> FastAPI:
         response_model_exclude_none=True,
     )  # fmt: skip
     async def send_message(topic: str, req: SendMessageRequest, request: Request) -> SendResultView:
+        ctrl.admit_send(_sender(request))
         return SendResultView(**await send_single(ctrl, topic, req, _born_host(request)))
 
     @app.post("/transactions/end", tags=["send"], dependencies=[JsonBody])
@@ -263,6 +276,7 @@ def create_app(controller: BrokerController) -> FastAPI:
             request.headers.get("content-type", ""),
             request.headers.get("content-length", ""),
         )
+        ctrl.admit_send(_sender(request))
         data = await request.body()
         return await send_batch(
             ctrl, topic, data, _born_host(request),

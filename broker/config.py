@@ -18,7 +18,11 @@ from typing import Any
 from broker.store.config import StoreConfig
 from connector.errors import ConfigError
 from connector.protocol.acl import Credentials
-from connector.server.settings import check_acl_settings, check_tls_settings, http_port_for
+from connector.server.settings import (
+    check_acl_settings,
+    check_tls_settings,
+    http_port_for,
+)
 
 __all__ = ["DEFAULT_DELAY_LEVELS", "BrokerConfig", "BrokerRole", "parse_delay_levels"]
 
@@ -132,6 +136,11 @@ class BrokerConfig:
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
     tls_ca_file: Path | None = None
+    # -- limits: the largest remoting frame / REST body; connections from one address;
+    # sends a second per account (or per address, unsigned), the excess SYSTEM_BUSY
+    max_frame_bytes: int = 16 << 20
+    max_connections_per_address: int = 1000  # 0: no limit
+    send_rate_limit: int = 0  # 0: no limit
     log_level: str = "warning"
     extra: dict[str, Any] = field(default_factory=dict)
 

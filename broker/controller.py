@@ -49,6 +49,7 @@ from connector.protocol.rest import TopicConfigBody, TopicStatus
 from connector.protocol.route import RegisterBrokerRequest, UnregisterBrokerRequest
 from connector.protocol.tls import client_context, server_context
 from connector.server.acl import AclService
+from connector.server.limits import RateLimiter
 
 __all__ = ["BrokerController"]
 
@@ -89,6 +90,9 @@ class BrokerController:
         tls_files = (config.tls_cert_file, config.tls_key_file)
         self.tls = server_context(*tls_files) if all(tls_files) else None  # type: ignore[arg-type]
         self.tls_client = client_context(config.tls_ca_file) if self.tls is not None else None
+        # sends a second per account or address (send_rate_limit; None: no limit)
+        rate = config.send_rate_limit
+        self.send_limiter = RateLimiter(rate) if rate > 0 else None
         self.ha: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
         self.replica: ReplicaLog | None = None
@@ -294,6 +298,11 @@ class BrokerController:
                 last_error=c.last_error or None,
             )
         return out
+
+    def admit_send(self, sender: str) -> None:
+        """Count a send request against ``send_rate_limit`` (BrokerBusyError over it)."""
+        if self.send_limiter is not None:
+            self.send_limiter.admit(sender)
 
     # -- registration ------------------------------------------------------------------
 

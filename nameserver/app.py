@@ -32,6 +32,7 @@ from connector.protocol.route import (
 from connector.server.acl import AclService
 from connector.server.acl.rest import SIGNING_DOC, AclMiddleware
 from connector.server.http_errors import install_error_handlers
+from connector.server.limits import BodyLimit
 from nameserver.config import NamesrvConfig
 from nameserver.kvconfig import KvConfigManager
 from nameserver.routeinfo import RouteInfoManager
@@ -102,6 +103,7 @@ def create_app(
     app.state.acl = acl  # the remoting edge checks against the same rules
     if acl is not None:
         app.add_middleware(AclMiddleware, acl=acl, routes=lambda: app.router.routes)
+    app.add_middleware(BodyLimit, max_bytes=config.max_frame_bytes)  # outermost
     app.state.config = config
     app.state.routes = table
     app.state.kv = store

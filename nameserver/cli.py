@@ -91,7 +91,11 @@ def _run(args: argparse.Namespace) -> int:
         context = server_context(*tls) if tls else None
     except ConfigError as exc:
         return _fail(exc.message)
-    remoting = remoting_server(app.state.routes, app.state.kv, app.state.acl, tls=context)
+    remoting = remoting_server(
+        app.state.routes, app.state.kv, app.state.acl, tls=context,
+        max_frame_bytes=config.max_frame_bytes,
+        max_connections_per_address=config.max_connections_per_address,
+    )  # fmt: skip
     scheme = "https" if tls else "http"
     return serve(
         app,

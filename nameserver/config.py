@@ -7,7 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from connector.errors import ConfigError
-from connector.server.settings import check_acl_settings, check_tls_settings, http_port_for
+from connector.server.settings import (
+    check_acl_settings,
+    check_limits,
+    check_tls_settings,
+    http_port_for,
+)
 
 __all__ = ["DEFAULT_DATA_DIR", "KV_CONFIG_FILE", "LOG_LEVELS", "NamesrvConfig"]
 
@@ -31,6 +36,9 @@ class NamesrvConfig:
     - ``acl_enable`` / ``acl_file``: check every request against RocketMQ ACL 1.0's
       ``plain_acl.yml`` (reloaded when it changes); brokers then register signed.
     - ``tls_cert_file`` / ``tls_key_file``: both listeners serve TLS (PEM files).
+    - ``max_frame_bytes``: the largest remoting frame and REST body (16 MiB);
+      ``max_connections_per_address``: remoting connections from one address (1000; 0:
+      no limit).
     - ``log_level``: one of critical, error, warning, info, debug, trace.
     - ``extra``: settings this class does not know (kept, never rejected).
     """
@@ -45,6 +53,8 @@ class NamesrvConfig:
     acl_file: Path | None = None
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+    max_frame_bytes: int = 16 << 20
+    max_connections_per_address: int = 1000
     log_level: str = "warning"
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -62,6 +72,7 @@ class NamesrvConfig:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         check_acl_settings(self.acl_enable, self.acl_file)
         check_tls_settings(self.tls_cert_file, self.tls_key_file)
+        check_limits(self.max_frame_bytes, self.max_connections_per_address)
         if self.acl_file is not None:
             object.__setattr__(self, "acl_file", Path(self.acl_file).expanduser())
         level = self.log_level.lower()

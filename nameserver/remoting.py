@@ -38,8 +38,13 @@ def remoting_server(
     acl: AclService | None = None,
     *,
     tls: ssl.SSLContext | None = None,
+    max_frame_bytes: int | None = None,
+    max_connections_per_address: int = 0,
 ) -> RemotingServer:
-    server = RemotingServer(acl=acl, tls=tls)
+    server = RemotingServer(
+        acl=acl, tls=tls, max_frame_bytes=max_frame_bytes,
+        max_connections_per_address=max_connections_per_address,
+    )  # fmt: skip
 
     def route(_: Channel, request: RemotingCommand) -> RemotingCommand:
         topic = validate_topic(Ext(request.ext).text("topic"))

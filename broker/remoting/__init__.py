@@ -20,7 +20,12 @@ __all__ = ["remoting_server"]
 
 
 def remoting_server(ctrl: BrokerController) -> RemotingServer:
-    server = RemotingServer(busy_poll_us=ctrl.config.busy_poll_us, acl=ctrl.acl, tls=ctrl.tls)
+    cfg = ctrl.config
+    server = RemotingServer(
+        busy_poll_us=cfg.busy_poll_us, acl=ctrl.acl, tls=ctrl.tls,
+        max_frame_bytes=cfg.max_frame_bytes,
+        max_connections_per_address=cfg.max_connections_per_address,
+    )  # fmt: skip
     send = SendHandlers(ctrl)
     pull = PullHandlers(ctrl)
     admin = AdminHandlers(ctrl)

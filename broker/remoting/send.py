@@ -71,6 +71,8 @@ class SendHandlers:
         self, channel: Channel, request: RemotingCommand
     ) -> RemotingCommand | asyncio.Future[RemotingCommand]:
         ctrl = self.ctrl
+        if ctrl.send_limiter is not None:
+            ctrl.send_limiter.admit(request.ext.get("AccessKey") or channel.peer[0])
         fields = long_send_fields(request.ext) if request.code != 10 else request.ext
         ext = Ext(fields)
         topic = ext.text("topic")

@@ -30,6 +30,7 @@ import itertools
 import logging
 import socket
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
 
@@ -123,6 +124,7 @@ class Channel(asyncio.Protocol):
         self._calls: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._owed: set[Cancellable] = set()  # answers a handler gives later (held pulls)
+        self.counted = False  # in the server's per-address count
 
     # -- asyncio.Protocol --------------------------------------------------------------
 
@@ -131,6 +133,10 @@ class Channel(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
+        if not self.server.admit(self.peer[0]):
+            self.transport.abort()
+            return
+        self.counted = True
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -138,6 +144,8 @@ class Channel(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.counted:
+            self.server.release(self.peer[0])
         self.server.channels.discard(self)
         for fut in self._calls.values():
             if not fut.done():
@@ -275,22 +283,52 @@ class RemotingServer:
         busy_poll_us: int = 0,
         acl: AclService | None = None,
         tls: ssl.SSLContext | None = None,
+        max_connections_per_address: int = 0,
     ) -> None:
         """``busy_poll_us``: how long the event loop keeps polling after bytes arrive
         before it sleeps in the kernel (``BusyPoll``); 0: it sleeps at once. ``acl``:
         every request is checked against it before its handler sees it. ``tls``: the
-        listener serves TLS with this context."""
+        listener serves TLS with this context. ``max_connections_per_address``: more
+        from one address are closed as they come (0: no limit)."""
         from connector.protocol.remoting import MAX_FRAME_BYTES  # noqa: PLC0415
 
         self.max_frame_bytes = max_frame_bytes or MAX_FRAME_BYTES
         self.handlers: dict[int, Handler] = {}
         self.acl = acl
         self.tls = tls
+        self.max_connections_per_address = max_connections_per_address
+        self.per_address: dict[str, int] = {}
+        self.connections_refused = 0
+        self._refusal_logged = 0.0
         self.channels: set[Channel] = set()
         self.close_listeners: list[Callable[[Channel], None]] = []
         self.opaques = itertools.count(1)
         self.busy_poll = BusyPoll(busy_poll_us / 1e6)
         self._server: asyncio.AbstractServer | None = None
+
+    def admit(self, addr: str) -> bool:
+        """Count a new connection from ``addr``; False if it is one too many."""
+        count = self.per_address.get(addr, 0)
+        limit = self.max_connections_per_address
+        if limit and count >= limit:
+            self.connections_refused += 1
+            now = time.monotonic()
+            if now - self._refusal_logged > 10:  # a flood is logged, not every connection
+                self._refusal_logged = now
+                log.warning(
+                    "refusing connections from %s: it has %d (max_connections_per_address); "
+                    "%d refused so far", addr, count, self.connections_refused,
+                )  # fmt: skip
+            return False
+        self.per_address[addr] = count + 1
+        return True
+
+    def release(self, addr: str) -> None:
+        count = self.per_address.get(addr, 0) - 1
+        if count > 0:
+            self.per_address[addr] = count
+        else:
+            self.per_address.pop(addr, None)
 
     def register(self, code: int | RequestCode, handler: Handler) -> None:
         self.handlers[int(code)] = handler

@@ -30,6 +30,7 @@ __all__ = [
     "ENV_PREFIX",
     "HTTP_PORT_OFFSET",
     "check_acl_settings",
+    "check_limits",
     "check_tls_settings",
     "convert",
     "http_port_for",
@@ -52,6 +53,13 @@ def check_tls_settings(cert_file: Path | str | None, key_file: Path | str | None
     """TLS needs both: a certificate without its key (or the reverse) is a ConfigError."""
     if bool(cert_file) != bool(key_file):
         raise ConfigError("tls_cert_file and tls_key_file go together: set both or neither")
+
+
+def check_limits(max_frame_bytes: int, max_connections_per_address: int) -> None:
+    if not 1024 <= max_frame_bytes <= 1 << 30:
+        raise ConfigError("max_frame_bytes must be in 1024..1073741824")
+    if max_connections_per_address < 0:
+        raise ConfigError("max_connections_per_address must be >= 0 (0: no limit)")
 
 
 def check_acl_settings(acl_enable: bool, acl_file: Path | str | None) -> None:
