@@ -1,6 +1,6 @@
-"""format("pymq") against servers that serve TLS: options tls / tlsCaFile on the sink and
-the source; format("pymq-jvm") refuses them with a pointer (its Java client has no TLS
-yet) rather than connecting in the clear."""
+"""Both formats against servers that serve TLS: options tls / tlsCaFile on the sink and
+both sources (format("pymq-jvm") in Java: a PEM CA file, the address checked against the
+certificate); a CA that did not sign the servers' certificates fails in one line."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster
         yield cluster, files
 
 
-def test_the_python_format_writes_and_reads_over_tls(
+def test_both_formats_write_and_read_over_tls(
     spark: Any, tls: tuple[LocalCluster, TlsFiles]
 ) -> None:
     cluster, files = tls
@@ -39,9 +39,11 @@ def test_the_python_format_writes_and_reads_over_tls(
     spark.createDataFrame(rows, "body binary").write.format("pymq").options(**opts).mode(
         "append"
     ).save()
-    got = spark.read.format("pymq").options(**opts).load().select("body").collect()
-    assert sorted(bytes(r.body) for r in got) == sorted(r[0] for r in rows)
-    with pytest.raises(Exception, match=r"does not speak TLS yet; use format\(\"pymq\"\)"):
-        spark.read.format("pymq-jvm").options(**opts).load().collect()
-    with pytest.raises(Exception, match="tlsCaFile is set but tls is not"):
-        spark.read.format("pymq").options(**{**opts, "tls": "false"}).load().collect()
+    for fmt in ("pymq", "pymq-jvm"):
+        got = spark.read.format(fmt).options(**opts).load().select("body").collect()
+        assert sorted(bytes(r.body) for r in got) == sorted(r[0] for r in rows), fmt
+        with pytest.raises(Exception, match="tlsCaFile is set but tls is not"):
+            spark.read.format(fmt).options(**{**opts, "tls": "false"}).load().collect()
+    with pytest.raises(Exception, match="certificate is not trusted"):
+        wrong = {**opts, "tlsCaFile": str(files.other_ca)}
+        spark.read.format("pymq-jvm").options(**wrong).load().collect()

@@ -147,7 +147,7 @@ final class Planner {
         continue;
       }
       try {
-        Remoting.Response r = Pool.call(addr.trim(), TIMEOUT_MS, code, ext, opts.signer);
+        Remoting.Response r = Pool.call(addr.trim(), TIMEOUT_MS, code, ext, opts.signer, opts.tls);
         if (r.code != SUCCESS && r.code != TOPIC_NOT_EXIST) {
           throw new IOException("NameServer " + addr + " answered " + r.describe());
         }
@@ -171,7 +171,7 @@ final class Planner {
     for (String addr : q.addrs) { // the master, else a slave (the same offsets)
       Remoting.Response r;
       try {
-        r = Pool.call(addr, TIMEOUT_MS, code, ext, opts.signer);
+        r = Pool.call(addr, TIMEOUT_MS, code, ext, opts.signer, opts.tls);
       } catch (IOException e) {
         down = e;
         continue;

@@ -19,14 +19,19 @@ final class Pool {
 
   private Pool() {}
 
+  /** Connections are kept apart by address and by the TLS trust they were checked with. */
+  private static String key(String addr, Tls tls) {
+    return tls == null ? addr : tls.key() + addr;
+  }
+
   /**
    * One request and its answer on a kept connection; if that fails (its server closed it
    * meanwhile, e.g. restarted on the same address), once more on a new one.
    */
   static Remoting.Response call(
-      String addr, int timeoutMs, int code, Map<String, String> ext, Signer signer)
+      String addr, int timeoutMs, int code, Map<String, String> ext, Signer signer, Tls tls)
       throws IOException {
-    Remoting c = take(addr, timeoutMs, false);
+    Remoting c = take(addr, timeoutMs, false, tls);
     boolean kept = c.idleSince != 0;
     try {
       return c.call(code, ext, signer);
@@ -35,16 +40,19 @@ final class Pool {
         throw e;
       }
       c.close();
-      c = take(addr, timeoutMs, true);
+      c = take(addr, timeoutMs, true, tls);
       return c.call(code, ext, signer);
     } finally {
       give(c);
     }
   }
 
-  /** A connection to {@code addr}; {@code fresh}: a new one even if one is kept. */
-  static Remoting take(String addr, int timeoutMs, boolean fresh) throws IOException {
-    ConcurrentLinkedDeque<Remoting> kept = IDLE.get(addr);
+  /**
+   * A connection to {@code addr} (over TLS when {@code tls} is not null); {@code fresh}: a new
+   * one even if one is kept.
+   */
+  static Remoting take(String addr, int timeoutMs, boolean fresh, Tls tls) throws IOException {
+    ConcurrentLinkedDeque<Remoting> kept = IDLE.get(key(addr, tls));
     if (!fresh && kept != null) {
       Remoting c;
       while ((c = kept.pollFirst()) != null) {
@@ -60,7 +68,7 @@ final class Pool {
         c.close();
       }
     }
-    return new Remoting(addr, timeoutMs);
+    return new Remoting(addr, timeoutMs, tls);
   }
 
   /** Keep {@code c} for the next user if it can be reused, else close it. */
@@ -70,7 +78,8 @@ final class Pool {
       return;
     }
     c.idleSince = System.nanoTime();
-    ConcurrentLinkedDeque<Remoting> kept = IDLE.computeIfAbsent(c.addr, a -> new ConcurrentLinkedDeque<>());
+    ConcurrentLinkedDeque<Remoting> kept =
+        IDLE.computeIfAbsent(key(c.addr, c.tls), a -> new ConcurrentLinkedDeque<>());
     kept.addFirst(c);
     while (kept.size() > KEEP_PER_ADDR) {
       Remoting extra = kept.pollLast();

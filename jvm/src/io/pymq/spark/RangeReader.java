@@ -169,7 +169,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   private Remoting.Response pullHere() throws IOException {
     try {
       if (conn == null) {
-        conn = Pool.take(range.addrs[at], READ_TIMEOUT_MS, false);
+        conn = Pool.take(range.addrs[at], READ_TIMEOUT_MS, false, opts.tls);
       }
       int opaque = ahead >= 0 && aheadOffset == offset ? ahead : conn.send(PULL_MESSAGE, pull(offset), opts.signer);
       ahead = -1;
@@ -180,7 +180,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       }
       replaced = true; // once: a kept connection its broker closed meanwhile
       conn.close();
-      conn = Pool.take(range.addrs[at], READ_TIMEOUT_MS, true);
+      conn = Pool.take(range.addrs[at], READ_TIMEOUT_MS, true, opts.tls);
       ahead = -1;
       return conn.call(PULL_MESSAGE, pull(offset), opts.signer);
     }

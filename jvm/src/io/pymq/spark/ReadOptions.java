@@ -40,6 +40,7 @@ public final class ReadOptions implements Serializable {
 
   final String namesrv;
   final Signer signer; // requests signed with accessKey / secretKey, or null
+  final Tls tls; // options tls / tlsCaFile, or null: plaintext
   final List<String> topics; // empty when pattern or assign says what to read
   final String pattern; // subscribePattern (java.util.regex, whole topic name)
   final Map<String, Map<String, Set<Integer>>> assign; // topic -> broker -> queue ids
@@ -79,9 +80,12 @@ public final class ReadOptions implements Serializable {
       throw bad("options accessKey and secretKey go together: give both or neither");
     }
     signer = accessKey == null || accessKey.isEmpty() ? null : new Signer(accessKey, secretKey);
-    if (bool("tls", false) || get("tlsCaFile") != null) {
-      throw bad("options tls/tlsCaFile: format(\"pymq-jvm\") does not speak TLS yet; use format(\"pymq\")");
+    String caFile = get("tlsCaFile");
+    boolean useTls = bool("tls", false);
+    if (caFile != null && !caFile.isEmpty() && !useTls) {
+      throw bad("option tlsCaFile is set but tls is not: set tls to true too");
     }
+    tls = useTls ? new Tls(caFile) : null;
     String ns = get("namesrv");
     if (ns == null || ns.isBlank()) {
       ns = System.getenv("PYMQ_NAMESRV");

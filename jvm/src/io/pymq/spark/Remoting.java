@@ -29,6 +29,7 @@ final class Remoting implements Closeable {
 
   final String addr;
   private final Socket socket;
+  final Tls tls; // null: plaintext
   private final DataInputStream in;
   private final DataOutputStream out;
   private final Map<Integer, Response> early = new HashMap<>();
@@ -71,8 +72,9 @@ final class Remoting implements Closeable {
     }
   }
 
-  Remoting(String addr, int timeoutMs) throws IOException {
+  Remoting(String addr, int timeoutMs, Tls tls) throws IOException {
     this.addr = addr;
+    this.tls = tls;
     int colon = addr.lastIndexOf(':');
     if (colon <= 0) {
       throw new IOException("address " + addr + " is not host:port");
@@ -84,10 +86,11 @@ final class Remoting implements Closeable {
     } catch (NumberFormatException e) {
       throw new IOException("address " + addr + " is not host:port");
     }
-    socket = new Socket();
-    socket.setTcpNoDelay(true);
-    socket.setSoTimeout(timeoutMs);
-    socket.connect(new InetSocketAddress(host, port), timeoutMs);
+    Socket plain = new Socket();
+    plain.setTcpNoDelay(true);
+    plain.setSoTimeout(timeoutMs);
+    plain.connect(new InetSocketAddress(host, port), timeoutMs);
+    socket = tls == null ? plain : tls.wrap(plain, host, port, addr);
     in = new DataInputStream(new BufferedInputStream(socket.getInputStream(), 1 << 16));
     out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream(), 1 << 13));
   }
