@@ -98,14 +98,16 @@ class BrokerController:
         self.replica: ReplicaLog | None = None
         self._ha_socket = ha_socket
         if config.broker_role.is_master:
-            self.ha = HAService(self.store, config, self.epochs, self.ha_metadata, acl=self.acl)
+            self.ha = HAService(
+                self.store, config, self.epochs, self.ha_metadata, acl=self.acl, tls=self.tls
+            )
         else:
             self.replica = ReplicaLog(self.store, self.epochs)
             self.offsets.track_local = True  # handed to the master when it is back
             self.ha_client = HAClient(
                 self.store, self.replica, config, self.ha_metadata,
                 lambda: self.registrar.ha_server_addr,
-                on_connect_failed=self._master_unreachable,
+                on_connect_failed=self._master_unreachable, tls=self.tls_client,
             )  # fmt: skip
         self.send = SendMessageProcessor(
             self.store, self.topics, config, clock=clock,

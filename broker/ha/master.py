@@ -31,6 +31,7 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -105,10 +106,12 @@ class HAService:
         *,
         clock: Callable[[], float] = time.monotonic,
         acl: AclService | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.store = store
         self.config = config
         self.acl = acl  # with ACL on, a slave's HELLO is signed by an admin account
+        self.tls = tls  # the HA port serves TLS, as the broker's other listeners
         self.epochs = epochs
         self.metadata = metadata
         self.clock = clock
@@ -137,7 +140,9 @@ class HAService:
         self._loop = loop
         self._loop_thread = threading.get_ident()
         self.confirm_offset = self.store.commit_log.max_offset()
-        self._server = await loop.create_server(lambda: _SlaveConnection(self), sock=sock)
+        self._server = await loop.create_server(
+            lambda: _SlaveConnection(self), sock=sock, ssl=self.tls
+        )
         self._tick = asyncio.create_task(self._ticker(), name="ha-master-tick")
         self.store.arrival_listeners.append(self.notify)
 

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -75,7 +76,9 @@ class HAClient:
         *,
         on_connect_failed: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        self.tls = tls  # the master's HA port is TLS: its certificate checked with this
         self.store = store
         self.replica = replica
         self.config = config
@@ -140,7 +143,13 @@ class HAClient:
     async def _session(self, addr: str) -> None:
         host, _, port = addr.rpartition(":")
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host.strip("[]"), int(port), limit=READ_BYTES),
+            asyncio.open_connection(
+                host.strip("[]"),
+                int(port),
+                limit=READ_BYTES,
+                ssl=self.tls,
+                server_hostname=host.strip("[]") if self.tls else None,
+            ),
             CONNECT_TIMEOUT_S,
         )
         sock = writer.get_extra_info("socket")

@@ -16,7 +16,7 @@ import pytest
 
 from connector import Admin, Message, Producer, PullConsumer, SendStatus
 from connector.errors import ConfigError, PyMQError
-from connector.server.local import LocalCluster
+from connector.server.local import LocalCluster, ServerProcess
 from nameserver.config import NamesrvConfig
 from tests.broker.server.conftest import wait_until
 from tests.security.tls_files import TlsFiles, make_tls_files, tls_env
@@ -113,3 +113,28 @@ def test_pymq_admin_over_tls(tls: tuple[LocalCluster, TlsFiles]) -> None:
                          text=True, timeout=60, env=env)  # fmt: skip
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1, bad.stderr
     assert bad.stderr.startswith("pymq admin: ")
+
+
+def test_a_slave_replicates_over_tls(tmp_path: Path) -> None:
+    """The HA port serves TLS too: a slave with the CA gets in sync and reads what the
+    master stored."""
+    files = make_tls_files(tmp_path / "pki")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
+    env.update(tls_env(files), PYMQ_REGISTER_NAME_SERVER_PERIOD_MS="500")
+    with LocalCluster(tmp_path / "c", brokers=1, slaves=1, env=env) as cluster:
+        master, slave = cluster.brokers
+        trust = ssl.create_default_context(cafile=str(files.ca))
+
+        def ha(proc: ServerProcess) -> dict:  # type: ignore[type-arg]
+            url = f"https://{proc.http_addr}/health"
+            return dict(httpx.get(url, verify=trust, timeout=10).json()["ha"])
+
+        wait_until(lambda: any(s["in_sync"] for s in ha(master)["slaves"]), 30,
+                   what="the slave in sync over TLS")  # fmt: skip
+        with Admin(namesrv=cluster.namesrv_addr, tls=True, tls_ca_file=str(files.ca)) as admin:
+            admin.create_topic("HaTls", read_queue_nums=1, write_queue_nums=1)
+            wait_until(lambda: admin.topic_route("HaTls").queues, 15, what="routed")
+        with Producer(namesrv=cluster.namesrv_addr, tls=True, tls_ca_file=str(files.ca)) as p:
+            assert p.send(Message(topic="HaTls", body=b"replicated")).status is SendStatus.SEND_OK
+        wait_until(lambda: ha(slave)["max_offset"] == ha(master)["max_offset"], 30,
+                   what="the slave has the master's log")  # fmt: skip
