@@ -23,12 +23,23 @@ Measured, the shapes of ``peers_bench.py``:
 2. batched produce: ``Producer.send_batch`` of 1,000 from one thread,
    building the ``Message`` objects included; msgs/s.
 
-The two setups alternate in tenths of each workload (A B B A ...), so a drift
+3. a flood: a fourth cluster with ACL on and ``send_rate_limit`` of
+   ``FLOOD_LIMIT`` sends a second per account. One client (this process)
+   sends ``paced`` single sends at ``PACE_PER_S`` a second with one account,
+   first alone, then while another process floods with a second account
+   (sync sends as fast as it can, each refused SYSTEM_BUSY past the limit,
+   with no retry); p50 and p99 of the paced sends, and how many of the
+   flood's sends were refused. The machine's two cores are shared by the
+   flood, the broker and the paced client, so the p99 measures that as
+   well as the broker.
+
+The three setups take turns in tenths of workloads 1-2 (rotating), so a drift
 of the machine's speed within a run falls on both; each figure is the median
 of ``--runs`` runs (min-max), each ratio the median of the runs' own ratios.
 Targets (issue #39, defined here): ACL costs <= 10 % of batched throughput
 and <= 0.02 ms of the single-send p50; TLS keeps >= 0.7x of plaintext
-batched throughput.
+batched throughput; during a flood the other client's p99 stays within 2x
+of its figure alone.
 """
 
 from __future__ import annotations
@@ -93,6 +104,25 @@ SLICES = 10
 ACL_BATCH_MAX_COST = 0.10  # ACL costs <= 10 % of batched throughput
 ACL_P50_MAX_ADDED_MS = 0.02  # and <= 0.02 ms of the single-send p50
 TLS_BATCH_MIN_X = 0.7  # TLS keeps >= 0.7x of plaintext batched throughput
+FLOOD_P99_MAX_X = 2.0  # a client's p99 during another's flood <= 2x its p99 alone
+FLOOD_LIMIT = 500  # send_rate_limit of the flood's cluster
+PACE_PER_S = 200
+FLOODER = """
+import sys, time
+from connector import Message, Producer
+from connector.errors import BrokerBusyError
+ns, ak, sk, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+sent = busy = 0
+with Producer(namesrv=ns, access_key=ak, secret_key=sk, retry_times_when_send_failed=0) as p:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            p.send(Message(topic=sys.argv[5], body=b"x" * 100))
+            sent += 1
+        except BrokerBusyError:
+            busy += 1
+print(sent, busy)
+"""
 
 
 def env_of(setup: str, base: Path) -> dict[str, str]:
@@ -199,6 +229,11 @@ def one_run(base: Path, args: argparse.Namespace) -> dict[str, Any]:
             c.stop()
 
 
+def _fresh(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path
+
+
 def _topics(ns: str, setup: str, base: Path) -> None:
     if setup == "off":
         pymq_topics(ns, {TOPIC: 8, WARM_TOPIC: 8})
@@ -226,6 +261,47 @@ def _check(status: SendStatus, setup: str) -> None:
         raise RuntimeError(f"{setup}: a send answered {status.value}")
 
 
+def flood_run(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Workload 3: a paced client's latency alone, then during another account's flood."""
+    import subprocess
+
+    env = env_of("acl", base)
+    env["PYMQ_SEND_RATE_LIMIT"] = str(FLOOD_LIMIT)
+    with LocalCluster(base / "cluster", brokers=1, env=env) as cluster:
+        ns = cluster.namesrv_addr
+        _topics(ns, "acl", base)
+        with Producer(group="sec-paced", namesrv=ns, access_key=ADMIN[0],
+                      secret_key=ADMIN[1]) as paced:  # fmt: skip
+            pymq_warm(paced)
+            alone = _paced(paced, args.paced)
+            seconds = args.paced / PACE_PER_S + 5
+            flooder = subprocess.Popen(
+                [sys.executable, "-c", FLOODER, ns, WRITER[0], WRITER[1], str(seconds), TOPIC],
+                stdout=subprocess.PIPE, text=True,
+                env={**os.environ, "PYTHONPATH": str(HERE.parent)},
+            )  # fmt: skip
+            try:
+                time.sleep(2.0)  # the flood at full speed before the clock starts
+                flooded = _paced(paced, args.paced)
+            finally:
+                out, _ = flooder.communicate(timeout=seconds + 60)
+        sent, busy = (int(x) for x in out.split())
+    return {"alone": alone, "flooded": flooded, "flood_sent": sent, "flood_busy": busy}
+
+
+def _paced(p: Producer, count: int) -> dict[str, float]:
+    lat = []
+    start = time.perf_counter()
+    for i in range(count):
+        due = start + i / PACE_PER_S
+        while time.perf_counter() < due:
+            time.sleep(max(0.0, due - time.perf_counter()))
+        t0 = time.perf_counter()
+        _check(p.send(Message(topic=TOPIC, body=BODY)).status, "paced")
+        lat.append(time.perf_counter() - t0)
+    return percentiles(lat)
+
+
 def figures(per_run: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for setup in SETUPS:
@@ -249,6 +325,17 @@ def figures(per_run: list[dict[str, Any]]) -> dict[str, Any]:
     out["tls_p50_added_ms"] = statistics.median(
         r["tls"]["single"]["p50_ms"] - r["off"]["single"]["p50_ms"] for r in per_run
     )
+    floods = [r["flood"] for r in per_run if "flood" in r]
+    if floods:
+        out["flood"] = {
+            f"{when}_{k}": summary([f[when][k] for f in floods])
+            for when in ("alone", "flooded") for k in ("p50_ms", "p99_ms")
+        }  # fmt: skip
+        out["flood"]["busy"] = summary([f["flood_busy"] for f in floods])
+        out["flood"]["sent"] = summary([f["flood_sent"] for f in floods])
+        out["flood_p99_x"] = statistics.median(
+            f["flooded"]["p99_ms"] / f["alone"]["p99_ms"] for f in floods
+        )
     return out
 
 
@@ -262,6 +349,8 @@ def checks(fig: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
          f"<= {ACL_P50_MAX_ADDED_MS} ms", added <= ACL_P50_MAX_ADDED_MS),
         ("TLS: batched throughput kept", f"{fig['tls_batch_ratio']:.2f}x",
          f">= {TLS_BATCH_MIN_X}x", fig["tls_batch_ratio"] >= TLS_BATCH_MIN_X),
+        ("flood: another client's p99", f"{fig.get('flood_p99_x', float('nan')):.2f}x alone",
+         f"<= {FLOOD_P99_MAX_X}x", fig.get("flood_p99_x", 99.0) <= FLOOD_P99_MAX_X),
     ]  # fmt: skip
 
 
@@ -280,6 +369,13 @@ def print_table(results: dict[str, Any]) -> None:
     ]
     for name, get in rows:
         print(f"{name:<28}" + "".join(f"{get(fig[s]):>30}" for s in SETUPS))
+    flood = fig.get("flood")
+    if flood:
+        print(f"\npaced client ({PACE_PER_S}/s), p50 / p99 ms: alone "
+              f"{cell(flood['alone_p50_ms'], '{:.3f}')} / {cell(flood['alone_p99_ms'], '{:.3f}')}; "
+              f"during a flood {cell(flood['flooded_p50_ms'], '{:.3f}')} / "
+              f"{cell(flood['flooded_p99_ms'], '{:.3f}')}; the flood: "
+              f"{cell(flood['sent'])} sent, {cell(flood['busy'])} refused SYSTEM_BUSY")  # fmt: skip
     print()
     for t in results["targets"]:
         verdict = "met" if t["met"] else "MISSED"
@@ -294,9 +390,9 @@ def main() -> int:
     ap.add_argument("--dir", default=None, help="where the data goes (default: a temp dir)")
     ap.add_argument("--json-out", default=None)
     args = ap.parse_args()
-    args.singles, args.messages = 10_000, 1_000_000
+    args.singles, args.messages, args.paced = 10_000, 1_000_000, 2_000
     if args.quick:
-        args.runs, args.singles, args.messages = 1, 2_000, 200_000
+        args.runs, args.singles, args.messages, args.paced = 1, 2_000, 200_000, 400
     signal.signal(signal.SIGTERM, stop_on_sigterm)
     base = Path(args.dir or tempfile.mkdtemp(prefix="pymq-sec-bench-"))
     results: dict[str, Any] = {
@@ -305,13 +401,15 @@ def main() -> int:
         "command": " ".join(["python", *sys.argv]),
         "load_at_start": load(),
         "runs": args.runs,
-        "sizes": {"singles": args.singles, "messages": args.messages},
+        "sizes": {"singles": args.singles, "messages": args.messages, "paced": args.paced},
     }
     per_run: list[dict[str, Any]] = []
     try:
         for r in range(args.runs):
             log(f"run {r + 1}/{args.runs}")
-            per_run.append(one_run(base / f"run-{r}", args))
+            run = one_run(base / f"run-{r}", args)
+            run["flood"] = flood_run(_fresh(base / f"flood-{r}"), args)
+            per_run.append(run)
     except KeyboardInterrupt:
         log("interrupted: servers stopped")
         return 130
