@@ -19,8 +19,8 @@ $(PY): | prereq
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-# the C sources: an edit rebuilds the compiled module (pip install -e builds it in place)
-NATIVE := $(wildcard connector/*/*.c)
+# the C sources: an edit rebuilds the compiled modules (pip install -e builds them in place)
+NATIVE := $(wildcard connector/*/*.c connector/*/*.h broker/*/*.c) setup.py
 
 $(VENV)/.installed: pyproject.toml $(NATIVE) | $(PY)
 	$(PIP) install --quiet -e .
@@ -75,4 +75,4 @@ bench: $(VENV)/.installed-test $(JAR)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache
-	rm -f connector/*/*.so $(JAR)
+	rm -f connector/*/*.so broker/*/*.so $(JAR)

@@ -48,7 +48,6 @@ from broker.store.aio import FlushWaiter, GroupAppender  # noqa: E402
 from broker.store.config import FlushDiskType, StoreConfig  # noqa: E402
 from broker.store.inner import BatchInner, MessageInner  # noqa: E402
 from broker.store.store import MessageStore  # noqa: E402
-from broker.store.warmup import warm_up_kernels  # noqa: E402
 from connector.protocol.message import Message  # noqa: E402
 from connector.protocol.msgid import UniqKeyGenerator  # noqa: E402
 
@@ -387,8 +386,6 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
     }
-    # as a broker does when it starts: numba loads compiled kernels on first use
-    results["kernel_warm_up_s"] = round(warm_up_kernels(), 3)
     try:
         if "disk" not in skip:
             results["disk"] = disk_limits(base)

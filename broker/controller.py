@@ -42,7 +42,6 @@ from broker.store.replica import ReplicaLog
 from broker.store.results import PutMessageResult, PutMessageStatus, RecoveryReport
 from broker.store.store import MessageStore
 from broker.store.topics import TopicConfigTable
-from broker.store.warmup import warm_up_kernels
 from broker.topic_manager import TopicManager
 from broker.transaction import TransactionService
 from connector.protocol.rest import TopicConfigBody, TopicStatus
@@ -162,7 +161,6 @@ class BrokerController:
         )  # fmt: skip
 
     def _start_store(self) -> RecoveryReport:
-        warm_up_kernels()
         self.topics.start()
         self.offsets.load()
         report = self.store.start(replica=self.replica is not None)

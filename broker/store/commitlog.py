@@ -43,7 +43,6 @@ from broker.store.kernels import (
 )
 from broker.store.mapped_file import MappedFile, MappedFileQueue
 from broker.store.results import AppendResult, PutMessageStatus
-from connector.protocol.jit import CRC_TABLE
 from connector.protocol.properties import properties_well_formed
 from connector.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
@@ -362,7 +361,6 @@ class CommitLog:
                 src, table, topics, slots, i, np.frombuffer(mf.buffer(), dtype=np.uint8), at,
                 mf.file_size - END_FILE_MIN_BLANK_LENGTH, mf.file_from_offset,
                 store_timestamp, self._store_host_i64, out, cq_entries, key_hashes, nkeys,
-                CRC_TABLE,
             )  # fmt: skip
             if i_next == i:  # the next record does not fit: close this segment
                 if at == 0:  # not even in an empty one (``check_single`` prevents this)

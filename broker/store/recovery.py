@@ -43,7 +43,6 @@ from broker.store.kernels import (
 from broker.store.mapped_file import MappedFile
 from broker.store.results import RecoveryReport
 from connector.errors import CorruptRecordError, InvalidTopicError, StoreError
-from connector.protocol.jit import CRC_TABLE
 from connector.protocol.names import validate_topic
 from connector.protocol.record import OFF_STORETIMESTAMP, check_record
 
@@ -226,7 +225,7 @@ class _LogWalker:
                     cols = np.empty((9, self.chunk), dtype=np.int64)
                     keys = np.empty((2, self.chunk * 4 + 16_400), dtype=np.int64)
                     status, n, nxt, nk = scan_log(
-                        buf, rel, mf.file_from_offset, self.check_crc, CRC_TABLE, *cols, *keys
+                        buf, rel, mf.file_from_offset, self.check_crc, *cols, *keys
                     )
                     if stop_at is not None:
                         cut = int(np.searchsorted(cols[0, :n], stop_at))

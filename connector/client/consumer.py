@@ -89,7 +89,7 @@ def _records_result(resp: RemotingCommand) -> PullResult:
 def _decoded(res: PullResult, tags: str | None) -> PullResult:
     """``res`` with its records decoded into messages, tag-hash collisions dropped."""
     wanted = parse_tags(tags)
-    # numba and numpy load with the first pull, not with ``import connector``
+    # numpy and the compiled kernels load with the first pull, not with ``import connector``
     from connector.protocol.pulled import decode_records  # noqa: PLC0415
 
     messages = decode_records(res.records)

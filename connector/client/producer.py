@@ -488,7 +488,7 @@ class Producer:
     ) -> _Encoded | None:
         """Messages with a body and perhaps tags, encoded in compiled code (see
         ``connector.protocol.fastbatch``); None sends them down the per-message path."""
-        import numpy as np  # noqa: PLC0415 - numpy and numba load with the first large batch
+        import numpy as np  # noqa: PLC0415 - numpy loads with the first large batch
 
         from connector.protocol.fastbatch import encode_plain  # noqa: PLC0415
 

@@ -7,25 +7,21 @@ BODYCRC, FLAG, BODYLEN, body, PROPLEN, properties ``UNIQ_KEY`` and
 ``TAGS``) from the concatenated bodies and tags, CRC included, and returns a
 ``PreparedBatch``. Used by ``Producer.send_batch`` and the Spark sink; the
 same checks as the per-message path: no empty body, none above the size
-limit, tags without the properties separators.
+limit, tags without the properties separators. The loop is C
+(``connector.protocol._kernels``; see ``connector.protocol.scan``).
 """
-
-# numba needs explicit np.int64 casts that mypy types apart from int
-# mypy: disable-error-code="return-value,arg-type"
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
-from numba import njit
 
 from connector.errors import MessageIllegalError, MessageTooLargeError
 from connector.protocol.batch import BATCH_ENTRY_OVERHEAD, PreparedBatch
-from connector.protocol.jit import CRC_TABLE, copy_bytes, crc32_masked, put_i32
 from connector.protocol.msgid import IdBlock
 from connector.protocol.record import MESSAGE_MAGIC_CODE, record_size
+from connector.protocol.scan import kernels
 
 __all__ = ["encode_plain"]
 
@@ -34,62 +30,6 @@ TAGS_PREFIX = b"TAGS\x01"
 _UNIQ = np.frombuffer(UNIQ_PREFIX, dtype=np.uint8)
 _TAGS = np.frombuffer(TAGS_PREFIX, dtype=np.uint8)
 ID_LEN = 32
-
-
-@njit(cache=True, nogil=True)
-def _encode(
-    body: Any,
-    body_off: Any,
-    ids: Any,
-    id_first: int,
-    tags: Any,
-    tags_off: Any,
-    has_tag: Any,
-    uniq: Any,
-    tag_prefix: Any,
-    crc_table: Any,
-    magic: int,
-    out: Any,
-) -> None:  # pragma: no cover - compiled
-    pos = 0
-    for i in range(len(body_off) - 1):
-        b0, b1 = body_off[i], body_off[i + 1]
-        props = len(uniq) + 33
-        if has_tag[i]:
-            props += len(tag_prefix) + tags_off[i + 1] - tags_off[i] + 1
-        total = 22 + (b1 - b0) + props
-        crc = crc32_masked(crc_table, body, b0, b1)
-        put_i32(out, pos, total)
-        put_i32(out, pos + 4, magic)
-        put_i32(out, pos + 8, crc)
-        put_i32(out, pos + 12, 0)
-        put_i32(out, pos + 16, b1 - b0)
-        pos += 20
-        copy_bytes(out, pos, body, b0, b1 - b0)
-        pos += b1 - b0
-        out[pos] = (props >> 8) & 0xFF
-        out[pos + 1] = props & 0xFF
-        pos += 2
-        copy_bytes(out, pos, uniq, 0, len(uniq))
-        pos += len(uniq)
-        if id_first < 0:  # ids: 32 bytes a message
-            copy_bytes(out, pos, ids, i * 32, 32)
-        else:  # ids: a 28-byte head, then the 16-bit counter from id_first as hex
-            copy_bytes(out, pos, ids, 0, 28)
-            v = (id_first + i) & 0xFFFF
-            for d in range(4):
-                nibble = (v >> (12 - 4 * d)) & 15
-                out[pos + 28 + d] = nibble + 48 if nibble < 10 else nibble + 55
-        out[pos + 32] = 2
-        pos += 33
-        if has_tag[i]:
-            copy_bytes(out, pos, tag_prefix, 0, len(tag_prefix))
-            pos += len(tag_prefix)
-            t0, t1 = tags_off[i], tags_off[i + 1]
-            copy_bytes(out, pos, tags, t0, t1 - t0)
-            pos += t1 - t0
-            out[pos] = 2
-            pos += 1
 
 
 def encode_plain(
@@ -145,11 +85,11 @@ def encode_plain(
     )
     total = int((BATCH_ENTRY_OVERHEAD + lengths + props).sum())
     out = np.empty(total, dtype=np.uint8) if scratch is None else scratch(total)[:total]
-    _encode(
+    kernels.encode_plain(
         body, body_off, np.frombuffer(ids, dtype=np.uint8), id_first, tag_data, tag_off, has_tag,
-        _UNIQ, _TAGS, CRC_TABLE, MESSAGE_MAGIC_CODE, out,
+        _UNIQ, _TAGS, MESSAGE_MAGIC_CODE, out,
     )  # fmt: skip
     topic_len = len(topic.encode())
     sizes = (lengths + props + record_size(0, topic_len, 0)).tolist()
-    data = out.tobytes() if scratch is None else memoryview(out)
+    data = out.tobytes() if scratch is None else out.data
     return PreparedBatch(topic, data, msg_ids, sizes)

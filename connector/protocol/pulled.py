@@ -273,7 +273,7 @@ def _no_collection() -> Iterator[None]:
     object the collector tracks; made by the thousand, they set off a
     collection every 700, and those still alive (all of them, until the list
     is done) are moved to older generations, until a full collection scans the
-    whole heap (~50 ms with numba loaded): 35-40 % of a 10,000-message pull
+    whole heap (tens of ms in a large process): 35-40 % of a 10,000-message pull
     went to the collector. Held back for the loop, the first collection after
     it finds the new list once. Nothing is leaked: messages hold no cycles the
     loop makes, and the counts that trigger collections keep running. Left

@@ -3,7 +3,7 @@
 Batch and streaming reads and writes. ``pyspark_pymq.py`` at the top of
 the distribution exposes ``DefaultSource``, which is how Spark finds the
 source in a fresh session without ``spark.dataSource.register``; importing
-it stays light (no numba) because Spark imports it in every session.
+it stays light (no client, no kernels) because Spark imports it in every session.
 """
 
 from connector.spark.helpers import foreach_batch_writer

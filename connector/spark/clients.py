@@ -15,10 +15,10 @@ process (rare: a Python worker runs one task at a time) may share a client.
 
 ``freeze_long_lived`` is the other part of a worker's state that outlives a
 task: Spark's Python daemon runs a full ``gc.collect()`` after every task of a
-reused worker, and once the read path's compiled kernels are loaded (numba
-and its types, llvmlite) a worker holds ~140,000 objects the collector
-visits each time: ~65 ms of CPU per task on a quiet machine (twice that on a
-busy one), about half the Python CPU of a task reading 125,000 messages.
+reused worker, and once the read path is imported (pyarrow, pyspark, the
+client) a worker holds ~60,000 objects the collector visits each time (with
+numba's kernels it was ~140,000: ~65 ms of CPU per task, about half the
+Python CPU of a task reading 125,000 messages).
 Frozen (``gc.freeze``), those long-lived objects are left out of every later
 collection; only what a task leaves behind is looked at.
 """

@@ -70,14 +70,14 @@ class PyMQDataSource(DataSource):
         return READ_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from connector.spark.columnar import arrow_schema  # noqa: PLC0415 - numba: not at import
+        from connector.spark.columnar import arrow_schema  # noqa: PLC0415 - pyarrow: not at import
 
         opts = ReadOptions.parse(self.options, stream=False)
         check_read_schema(schema)  # one given by the user picks columns
         return PyMQBatchReader(opts, arrow_schema(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from connector.spark.columnar import arrow_schema  # noqa: PLC0415 - numba: not at import
+        from connector.spark.columnar import arrow_schema  # noqa: PLC0415 - pyarrow: not at import
         from connector.spark.stream import PyMQStreamReader, RefusedStreamReader  # noqa: PLC0415
 
         try:

@@ -6,12 +6,15 @@ the real way (pip, the build backend pyproject.toml names) into a fresh venv,
 then runs a Spark job with that venv's Python from a folder outside the
 checkout, without PYTHONPATH: a write and a read through ``format("pymq")``
 against a real cluster, with no ``spark.dataSource.register`` call; and the
-build compiled pymq's C module (this machine has a C compiler).
+build compiled pymq's C modules (this machine has a C compiler), the kernels
+too: a Spark worker runs them without compiling anything. And the first
+``pymq broker`` after an install is ready in seconds (nothing compiles at run
+time; with numba it took ~26 s).
 
 Kept fast and offline: pymq is built here with ``--no-build-isolation``
 (setuptools from this test run's environment, the only thing on the build's
 PYTHONPATH), and installed with ``--no-deps``; only after that does a .pth
-give the fresh venv this run's site-packages, for pyspark, numba and the rest.
+give the fresh venv this run's site-packages, for pyspark, numpy and the rest.
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -55,10 +61,14 @@ spark.range(rows).selectExpr("cast(concat('m-', id) as binary) as body").write.m
 ).format("pymq").option("namesrv", ns).option("topic", topic).save()
 got = spark.read.format("pymq").option("namesrv", ns).option("topic", topic).load()
 bodies = sorted(bytes(r.body).decode() for r in got.select("body").collect())
-worker = spark.sparkContext.parallelize([0], 1).map(
-    lambda _: __import__("connector").__file__
-).collect()[0]
+def in_worker(_):
+    import connector
+    from connector.protocol import scan
+    return connector.__file__, scan.COMPILED
+
+worker, worker_kernels = spark.sparkContext.parallelize([0], 1).map(in_worker).collect()[0]
 from connector.protocol import untracked  # its C module, built by the install
+from broker.store import kernels  # the store's C kernels, built by the install
 
 print("RESULT " + json.dumps({
     "bodies": bodies,
@@ -66,6 +76,7 @@ print("RESULT " + json.dumps({
     "module": importlib.util.find_spec("pyspark_pymq").origin,
     "worker_connector": worker,
     "compiled": untracked.COMPILED,
+    "kernels": [worker_kernels, kernels.COMPILED],
 }))
 spark.stop()
 """
@@ -133,14 +144,16 @@ def fresh_venv(where: Path) -> Path:
     return where / "bin" / "python"
 
 
-def pip_into(python: Path, *args: str | Path, build_path: Path | None = None) -> None:
-    env = clean_env(**({"PYTHONPATH": str(build_path)} if build_path else {}))
+def pip_into(
+    python: Path, *args: str | Path, build_path: Path | None = None, **extra_env: str
+) -> None:
+    env = clean_env(**({"PYTHONPATH": str(build_path)} if build_path else {}), **extra_env)
     cmd = [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index"]
     run([*cmd, "--no-build-isolation", *args], timeout=PIP_TIMEOUT_S, env=env)
 
 
 def reach_dependencies(python: Path) -> None:
-    """Give the venv this run's site-packages (pyspark, numba, ...) after pymq's own files."""
+    """Give the venv this run's site-packages (pyspark, numpy, ...) after pymq's own files."""
     ask = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
     site = Path(run([python, "-c", ask], timeout=60, env=clean_env()).strip())
     ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
@@ -162,6 +175,7 @@ def run_job(python: Path, cluster: LocalCluster, topic: str, workdir: Path) -> d
     assert result["bodies"] == sorted(f"m-{i}" for i in range(ROWS))
     assert result["listed"] == ["pyspark_pymq"]  # what Spark's lookup sees
     assert result["compiled"] is True  # the build compiled connector/protocol/_gctrack.c
+    assert result["kernels"] == [True, True]  # and both kernel modules
     return result
 
 
@@ -201,3 +215,99 @@ def test_wheel(source: Path, cluster: LocalCluster, tmp_path: Path) -> None:
     assert inside(result["module"], tmp_path / "venv"), result
     assert inside(result["worker_connector"], tmp_path / "venv"), result
     assert not inside(result["module"], CHECKOUT)
+
+
+FIRST_START_BUDGET_S = 10.0  # the goal is 5 s (measured ~1.8); this machine's speed swings 2x
+
+
+def test_first_broker_start_after_install_is_quick(
+    source: Path, build_path: Path, tmp_path: Path
+) -> None:
+    # `pip install .` into a fresh venv, then the first `pymq broker` ever: nothing may be
+    # compiled or cached on first use (numba kernels compiled for ~26 s here)
+    python = fresh_venv(tmp_path / "venv")
+    pip_into(python, source, build_path=build_path)
+    reach_dependencies(python)
+    workdir = tmp_path / "elsewhere"
+    workdir.mkdir()
+    cmd = [python.parent / "pymq", "broker", "--port", "0", "--http-port", "0",
+           "--ha-port", "0", "--store", tmp_path / "store"]  # fmt: skip
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [str(c) for c in cmd],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=workdir,
+        env=clean_env(),
+    )
+    try:
+        ready = _ready_line(proc, deadline=t0 + 6 * FIRST_START_BUDGET_S)
+        seconds = time.monotonic() - t0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert " ready: " in ready, ready
+    assert seconds <= FIRST_START_BUDGET_S, f"first start took {seconds:.1f} s"
+
+
+def _ready_line(proc: subprocess.Popen[str], *, deadline: float) -> str:
+    """The process's first stdout line with " ready: " in it, read until ``deadline``
+    (monotonic); "" if it exits or the deadline passes first."""
+    assert proc.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put("")
+
+    threading.Thread(target=pump, daemon=True).start()
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if not line or " ready: " in line:
+            return line
+    return ""
+
+
+# Runs in the fresh venv: a batch through the store and a pull answer decoded.
+PLAIN = """
+import json, sys, tempfile
+from pathlib import Path
+from broker.store import kernels
+from broker.store.config import StoreConfig
+from broker.store.inner import BatchInner
+from broker.store.store import MessageStore
+from connector.protocol import scan
+from connector.protocol.message import Message
+from connector.protocol.pulled import decode_records
+
+store = MessageStore(StoreConfig(store_dir=Path(tempfile.mkdtemp())))
+store.start()
+msgs = [Message(topic="NoCompiler", body=b"m%d" % i, keys=["k"]) for i in range(5)]
+store.put_messages(BatchInner.from_messages(msgs, queue_id=0, born_timestamp=1))
+got = store.get_message("NoCompiler", 0, 0, 8)
+decoded = decode_records(b"".join(r.data for r in got.runs))
+print(json.dumps({"compiled": [kernels.COMPILED, scan.COMPILED],
+                  "bodies": [m.body.decode() for m in decoded]}))
+store.shutdown()
+"""
+
+
+def test_without_a_c_compiler_pymq_installs_and_runs_the_plain_kernels(
+    source: Path, build_path: Path, tmp_path: Path
+) -> None:
+    # the C modules are optional (setup.py): a build whose compiler fails installs without
+    # them, and the kernels' plain-Python twins do the work
+    python = fresh_venv(tmp_path / "venv")
+    clean = tmp_path / "src"  # without the build/ of other tests (objects compiled there)
+    shutil.copytree(source, clean, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    pip_into(python, clean, "--no-cache-dir", build_path=build_path, CC="false", CXX="false")
+    reach_dependencies(python)
+    out = run([python, "-c", PLAIN], timeout=120, env=clean_env(), cwd=tmp_path)
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result == {"compiled": [False, False], "bodies": [f"m{i}" for i in range(5)]}

@@ -21,7 +21,6 @@ from broker.store.kernels import (
 from connector.errors import CorruptRecordError, MessageIllegalError
 from connector.protocol.batch import decode_batch, encode_batch
 from connector.protocol.hashing import tags_code
-from connector.protocol.jit import CRC_TABLE
 from connector.protocol.msgid import encode_host
 from connector.protocol.properties import encode_properties, properties_well_formed
 from connector.protocol.record import HEADER, MESSAGE_MAGIC_CODE, check_record, encode_record
@@ -113,7 +112,7 @@ def test_scan_and_encode_match_the_reference_codec(
     # recovery's scanner reads the same records back with the same tag codes and key hashes
     cols = np.zeros((9, n + 1), dtype=np.int64)
     keys = np.zeros((2, 16_400), dtype=np.int64)
-    status, got, end, nkeys = scan_log(dst[:written], 0, first, True, CRC_TABLE, *cols, *keys)
+    status, got, end, nkeys = scan_log(dst[:written], 0, first, True, *cols, *keys)
     assert (status, got, end) == (LOG_SEGMENT_END, n, written)
     assert cols[0, :n].tolist() == offsets.tolist()  # commit log offsets
     assert cols[3, :n].tolist() == list(range(1000, 1000 + n))  # queue offsets
@@ -241,7 +240,7 @@ def test_scan_log_and_check_record_find_a_torn_record_end(
     seg = np.frombuffer(first + bytes(rec) + bytes(64), dtype=np.uint8)
     cols = np.zeros((9, 4), dtype=np.int64)
     keys = np.zeros((2, 16_400), dtype=np.int64)
-    status, n, pos, nkeys = scan_log(seg, 0, 0, True, CRC_TABLE, *cols, *keys)
+    status, n, pos, nkeys = scan_log(seg, 0, 0, True, *cols, *keys)
     if error is None:
         assert (status, n) == (LOG_END_OF_DATA, 2)
         check_record(seg, len(first), expected_offset=len(first), limit=len(seg))
