@@ -92,10 +92,11 @@ _PULL_DOC: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _sender(request: Request) -> str:
-    """Whom a send counts against (``send_rate_limit``): the signing account, else the
+def _sender(request: Request, signed: bool) -> str:
+    """Whom a send counts against (``send_rate_limit``): the signing account when ACL
+    checked it (``signed``; else a client could name a new one per request), else the
     client's address."""
-    key = request.headers.get(REST_ACCESS_KEY)
+    key = request.headers.get(REST_ACCESS_KEY) if signed else None
     if key:
         return key
     return request.client.host if request.client else ""
@@ -203,7 +204,7 @@ def create_app(controller: BrokerController) -> FastAPI:
         response_model_exclude_none=True,
     )  # fmt: skip
     async def send_message(topic: str, req: SendMessageRequest, request: Request) -> SendResultView:
-        ctrl.admit_send(_sender(request))
+        ctrl.admit_send(_sender(request, ctrl.acl is not None))
         return SendResultView(**await send_single(ctrl, topic, req, _born_host(request)))
 
     @app.post("/transactions/end", tags=["send"], dependencies=[JsonBody])
@@ -276,7 +277,7 @@ def create_app(controller: BrokerController) -> FastAPI:
             request.headers.get("content-type", ""),
             request.headers.get("content-length", ""),
         )
-        ctrl.admit_send(_sender(request))
+        ctrl.admit_send(_sender(request, ctrl.acl is not None))
         data = await request.body()
         return await send_batch(
             ctrl, topic, data, _born_host(request),
