@@ -98,7 +98,7 @@ def commit(opts: WriteOptions, writer: str, batch: int, halves: Sequence[Half]) 
     with Producer(
         namesrv=opts.namesrv,
         group=opts.producer_group,
-        **opts.client_security,
+        **opts.security.client_kwargs,
     ) as producer:
         brokers = sorted({b.broker_name for b in producer.namesrv.cluster_info().brokers})
         coordinator = brokers[0] if brokers else min(manifest)
@@ -137,7 +137,7 @@ def abort(opts: WriteOptions, halves: Sequence[Half]) -> None:
     with Producer(
         namesrv=opts.namesrv,
         group=opts.producer_group,
-        **opts.client_security,
+        **opts.security.client_kwargs,
     ) as producer:
         for broker, queue_offset, phys, _ in halves:
             try:

@@ -201,22 +201,34 @@ def _duration_ms(options: Mapping[str, str], name: str, default_ms: int) -> int:
     return int(m.group(1)) * unit_ms[m.group(2)]
 
 
-def _security(options: Mapping[str, str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Security:
     """accessKey / secretKey (both or neither): the account requests are signed with;
-    tls / tlsCaFile: servers that serve TLS, verified against that CA file. As the
-    clients' keywords (``access_key``, ``secret_key``, ``tls``, ``tls_ca_file``)."""
+    tls / tlsCaFile: servers that serve TLS, verified against that CA file. The secret
+    is never in ``repr``."""
+
+    access_key: str | None = None
+    secret_key: str | None = dataclasses.field(default=None, repr=False)
+    tls: bool = False
+    tls_ca_file: str | None = None
+
+    @property
+    def client_kwargs(self) -> dict[str, Any]:
+        """As the clients' keywords."""
+        return {
+            "access_key": self.access_key, "secret_key": self.secret_key,
+            "tls": self.tls, "tls_ca_file": self.tls_ca_file,
+        }  # fmt: skip
+
+
+def _security(options: Mapping[str, str]) -> Security:
     access_key, secret_key = _get(options, "accessKey"), _get(options, "secretKey")
     if bool(access_key) != bool(secret_key):
         raise ConfigError("options accessKey and secretKey go together: give both or neither")
     tls, ca_file = _bool(options, "tls", False), _get(options, "tlsCaFile")
     if ca_file and not tls:
         raise ConfigError("option tlsCaFile is set but tls is not: set tls to true too")
-    return {
-        "access_key": access_key or None,
-        "secret_key": secret_key or None,
-        "tls": tls,
-        "tls_ca_file": ca_file or None,
-    }
+    return Security(access_key or None, secret_key or None, tls, ca_file or None)
 
 
 def _int(options: Mapping[str, str], name: str, default: int, low: int = 1) -> int:
@@ -369,19 +381,7 @@ class ReadOptions:
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     max_bytes_per_trigger: int | None = None
     max_records_per_partition: int | None = None
-    # the account requests are signed with (servers with ACL on); never in repr
-    access_key: str | None = None
-    secret_key: str | None = dataclasses.field(default=None, repr=False)
-    tls: bool = False
-    tls_ca_file: str | None = None
-
-    @property
-    def client_security(self) -> dict[str, Any]:
-        """The clients' keywords for the account and TLS."""
-        return {
-            "access_key": self.access_key, "secret_key": self.secret_key,
-            "tls": self.tls, "tls_ca_file": self.tls_ca_file,
-        }  # fmt: skip
+    security: Security = Security()  # accessKey / secretKey / tls / tlsCaFile
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, stream: bool) -> ReadOptions:
@@ -397,7 +397,6 @@ class ReadOptions:
             raise ConfigError(
                 f"give exactly one of the options topic, subscribePattern, assign ({what} given)"
             )
-        keys = _security(options)
         strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").lower()
         if strategy not in ("error", "latest"):
             raise ConfigError(
@@ -431,7 +430,7 @@ class ReadOptions:
             ),
             max_bytes_per_trigger=_int_or_none(options, "maxBytesPerTrigger"),
             max_records_per_partition=_int_or_none(options, "maxRecordsPerPartition"),
-            **keys,
+            security=_security(options),
         )
 
 
@@ -445,23 +444,11 @@ class WriteOptions:
     send_msg_timeout_ms: int
     batch_size: int
     exactly_once: bool = False  # deliveryGuarantee=exactly-once
-    access_key: str | None = None
-    secret_key: str | None = dataclasses.field(default=None, repr=False)
-    tls: bool = False
-    tls_ca_file: str | None = None
-
-    @property
-    def client_security(self) -> dict[str, Any]:
-        """The clients' keywords for the account and TLS."""
-        return {
-            "access_key": self.access_key, "secret_key": self.secret_key,
-            "tls": self.tls, "tls_ca_file": self.tls_ca_file,
-        }  # fmt: skip
+    security: Security = Security()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
         check_names(options, write=True)
-        keys = _security(options)
         guarantee = (_get(options, "deliveryGuarantee") or "at-least-once").lower()
         if guarantee not in ("at-least-once", "exactly-once"):
             raise ConfigError(
@@ -477,5 +464,5 @@ class WriteOptions:
             send_msg_timeout_ms=_int(options, "sendMsgTimeoutMs", 3000),
             batch_size=_int(options, "batchSize", 10000),
             exactly_once=guarantee == "exactly-once",
-            **keys,
+            security=_security(options),
         )

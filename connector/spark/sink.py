@@ -401,7 +401,7 @@ def write_batches(
         send_latency_fault_enable=opts.send_latency_fault_enable,
         retry_times_when_send_failed=opts.retry_times_when_send_failed,
         send_msg_timeout_ms=opts.send_msg_timeout_ms,
-        **opts.client_security,
+        **opts.security.client_kwargs,
     ) as producer:
         sends = _Sends(MAX_IN_FLIGHT)
         key = exactly_once.task_key(write_id) if opts.exactly_once else None

@@ -111,7 +111,7 @@ def resolve_ranges(opts: ReadOptions) -> list[QueueRange]:
 
     with PullConsumer(
         group=opts.consumer_group or "pymq-spark-reader", namesrv=opts.namesrv,
-        **opts.client_security,
+        **opts.security.client_kwargs,
     ) as consumer:  # fmt: skip
         finder = QueueFinder(opts, consumer)
         queues, _, gone = finder.queues()
@@ -178,7 +178,7 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
     # the process's cached consumer: the next task (and micro-batch) reuses its connections
     with pull_consumer(
         namesrv=opts.namesrv, group=opts.consumer_group or "pymq-spark-reader",
-        **opts.client_security,
+        **opts.security.client_kwargs,
     ) as consumer:  # fmt: skip
         while offset < part.end:
             want = min(opts.pull_batch_size, part.end - offset)

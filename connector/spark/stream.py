@@ -76,7 +76,7 @@ class PyMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
             self._consumer = PullConsumer(
                 group=self.opts.consumer_group or "pymq-spark-reader", namesrv=self.opts.namesrv,
-                **self.opts.client_security,
+                **self.opts.security.client_kwargs,
             )  # fmt: skip
         return self._consumer
 
