@@ -74,7 +74,7 @@ class SendHandlers:
         if ctrl.send_limiter is not None:
             # the account only when ACL checked it: else any name would do, one per request
             signed = ctrl.acl is not None and request.ext.get("AccessKey")
-            ctrl.send_limiter.admit(signed or channel.peer[0])
+            ctrl.admit_send(signed or channel.peer[0])
         fields = long_send_fields(request.ext) if request.code != 10 else request.ext
         ext = Ext(fields)
         topic = ext.text("topic")
