@@ -54,7 +54,6 @@ __all__ = [
     "RemotingSigner",
     "SignSequence",
     "document_signature",
-    "remoting_signature",
     "rest_headers",
     "rest_signature",
     "rest_string_to_sign",
@@ -124,11 +123,6 @@ def _values(ext: Mapping[str, str]) -> bytes:
     if len(keys) < 2:  # itemgetter of one key gives the value, not a tuple
         return "".join([ext[k] for k in keys]).encode()
     return "".join(itemgetter(*keys)(ext)).encode()
-
-
-def remoting_signature(secret_key: str, content: bytes) -> str:
-    digest = hmac.new(secret_key.encode(), content, hashlib.sha1).digest()
-    return base64.b64encode(digest).decode()
 
 
 class RemotingSigner:

@@ -36,8 +36,7 @@ __all__ = [
     "refusal",
 ]
 
-DENY = 1
-ANY = 2  # RocketMQ's flag value, kept so the numbers read as theirs
+DENY = 1  # RocketMQ's flag values (2 is its ANY, unused here)
 PUB = 4
 SUB = 8
 _PERMS = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB}
