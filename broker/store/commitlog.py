@@ -131,7 +131,7 @@ class CommitLog:
         self.segment_size = config.mapped_file_size_commit_log
         self.store_host = store_host
         self._store_host_i64 = int.from_bytes(store_host, "big", signed=True)
-        self.queue = MappedFileQueue(config.commit_log_dir, self.segment_size)
+        self.queue = MappedFileQueue(config.commit_log_dir, self.segment_size, tail_advice=True)
         self._topic_bytes: dict[str, bytes] = {}
         # records are laid out here, then written with one pwrite (see MappedFile.pwrite);
         # used under the store's put lock, grown to the largest chunk seen

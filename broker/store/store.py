@@ -127,6 +127,7 @@ class MessageStore:
         ):
             d.mkdir(parents=True, exist_ok=True)
         report = recover(self, replica=replica)
+        self.commit_log.queue.advise_tail()
         self.recovery = report
         self.config.abort_path.write_bytes(b"")
         cfg = self.config

@@ -241,3 +241,59 @@ def test_pwrite_is_seen_through_the_mapping_and_bounded(tmp_path: Path) -> None:
         assert mf.read(8188, 4) == b"\0" * 4  # nothing of the refused write landed
     finally:
         mf.close()
+
+
+def _vm_flags(path: Path) -> set[str]:
+    """The kernel's flags of this process' mapping of ``path`` (``rr``: no readahead)."""
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.endswith(" " + str(path)):
+            for follow in lines[i + 1 :]:
+                if follow.startswith("VmFlags:"):
+                    return set(follow.split()[1:])
+    raise AssertionError(f"{path} is not mapped")
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux's /proc only")
+def test_only_the_commitlog_tail_is_mapped_without_readahead(make_store: StoreFactory) -> None:
+    store = make_store()
+    segments = store.commit_log.queue
+    put(store, b"x" * 100)
+    first = segments.files[0]
+    assert first.tail and "rr" in _vm_flags(first.path)
+    while len(segments.files) < 2:  # 64 KiB segments: roll onto a second one
+        put(store, b"y" * 4000)
+    second = segments.files[1]
+    assert second.tail and "rr" in _vm_flags(second.path)
+    assert not first.tail and "rr" not in _vm_flags(first.path)
+    # a tail read far behind the write position asks for its range and reads the same
+    assert first.read(0, 200) == store.commit_log.read(first.file_from_offset, 200)
+    # the ConsumeQueue's files keep the kernel's readahead
+    cq = store.consume_queue(TOPIC, 0)
+    assert cq is not None and "rr" not in _vm_flags(cq.files.files[0].path)
+
+
+def test_a_reopened_store_maps_its_tail_without_readahead(make_store: StoreFactory) -> None:
+    store = make_store()
+    put(store, b"x" * 100)
+    store.shutdown()
+    again = make_store()
+    tail = again.commit_log.queue.files[-1]
+    assert tail.tail
+    if Path("/proc/self/smaps").exists():
+        assert "rr" in _vm_flags(tail.path)
+
+
+def test_a_cold_read_of_the_tail_asks_for_its_range(tmp_path: Path) -> None:
+    mf = MappedFile(tmp_path / file_name(0), 16 << 20)
+    try:
+        data = bytes(range(256)) * 4096  # 1 MiB
+        mf.pwrite(0, data)
+        mf.pwrite(8 << 20, b"end")
+        mf.wrote_position = (8 << 20) + 3
+        mf.set_tail(True)
+        # far behind the write position (and not page aligned): WILLNEED, then the copy
+        assert mf.read(5, len(data) - 5) == data[5:]
+        assert mf.read(8 << 20, 3) == b"end"
+    finally:
+        mf.close()
