@@ -434,134 +434,209 @@ def recover(store: MessageStore, *, replica: bool = False) -> RecoveryReport:
     confirmed: the scan still checks the whole log (the master goes on from its
     end), but only what was readable before (``_replica_limit``) is dispatched;
     the rest waits for the master to confirm it again.
+
+    The phases, in order (as RocketMQ's ``DefaultMessageStore.recover``: load,
+    recover the CommitLog, then the queues): ``load`` maps the files;
+    ``scan_start`` picks where the scan begins; ``scan`` checks the records
+    from there and dispatches them; ``cut_log`` truncates at the first bad
+    one; ``fix_queues`` drops queue entries past the end and rebuilds queues
+    that lost entries; ``finish`` makes the result durable.
     """
-    cfg = store.config
-    started = time.monotonic()
-    report = RecoveryReport(abnormal=cfg.abort_path.exists())
-    checkpoint = Checkpoint.load(cfg.checkpoint_path)
-    report.checkpoint_found = checkpoint is not None
-    segments = store.commit_log.queue
-    segments.load()
-    for mf in segments.files:
-        mf.wrote_position = mf.flushed_position = mf.file_size
-    rebuild = _load_queues(store)
-    store.index.load()
-    had_index = bool(store.index.files)
+    run = _Recovery(store, replica=replica)
+    run.load()
+    run.scan_start()
+    run.scan()
+    run.cut_log()
+    run.fix_queues()
+    return run.finish()
 
-    min_offset = segments.min_offset()
-    last = segments.last()
-    log_end = last.end_offset if last is not None else 0
-    if checkpoint is not None:
-        start = checkpoint.recover_from
-        if not report.abnormal:
-            start = _check_tail(store, min(start, log_end))
-    else:
-        start = _fallback_start(store)
-        if segments.files:
-            log.warning("no usable checkpoint in %s: scanning from offset %d", cfg.store_dir, start)
-    if (
-        cfg.message_index_enable
-        and not had_index
-        and checkpoint is not None
-        and checkpoint.index_offset > min_offset
-    ):
-        log.warning("index files are missing: re-indexing the whole CommitLog")
-        start = min_offset
-    start = min(max(start, min_offset), log_end)
-    index_from = (
-        start if checkpoint is None or not had_index else max(start, checkpoint.index_offset)
-    )
 
-    report.scanned_from = start
-    # a slave dispatches only what its readers could see before: the rest, unconfirmed,
-    # could yet be truncated away when it meets its master
-    limit = max(start, _replica_limit(store, checkpoint)) if replica else None
-    gaps = _lost_queues(store, checkpoint)  # rebuilt whole below, not patched by the scan
-    rebuild |= gaps
-    walker = _LogWalker(store, check_crc=cfg.check_crc_on_recover)
-    cache: dict[bytes, str | None] = {}
-    for walked in walker.walk(start):
-        chunk = walked
-        if limit is not None:
-            whole = int(np.searchsorted(walked.offsets + walked.sizes, limit, side="right"))
-            if not whole:
-                continue  # scanned, not dispatched
-            chunk = _head(walked, whole)
-        _dispatch(store, chunk, index_from=index_from, gaps=gaps, report=report, cache=cache)
-    end = walker.end
-    report.records_scanned = walker.records
-    report.scanned_bytes = end - start
-    later = [
-        f
-        for f in segments.files
-        if f.file_from_offset > end or (f.file_from_offset == end and end < log_end)
-    ]
-    # the checkpoint says the log was durable up to here: zeros before it are lost data
-    durable_end = min(checkpoint.recover_from, log_end) if checkpoint is not None else 0
-    if walker.garbage or later or end < durable_end:
-        report.truncated_at = end
-        if walker.garbage:
-            report.reason = walker.reason
-        elif end < durable_end:
-            report.reason = f"zeros where the checkpoint says data is durable (up to {durable_end})"
+class _Recovery:
+    """One run of ``recover``: the state its phases hand on."""
+
+    def __init__(self, store: MessageStore, *, replica: bool) -> None:
+        self.store = store
+        self.cfg = store.config
+        self.replica = replica
+        self.started = time.monotonic()
+        self.report = RecoveryReport(abnormal=self.cfg.abort_path.exists())
+        self.segments = store.commit_log.queue
+        self.checkpoint: Checkpoint | None = None
+        self.rebuild: set[tuple[str, int]] = set()  # queues rebuilt whole from the log
+        self.gaps: set[tuple[str, int]] = set()  # queues that lost entries below the scan
+        self.had_index = False
+        self.log_end = 0  # the end of the last segment file
+        self.start = 0  # where the scan begins
+        self.index_from = 0  # records from here on get index entries
+        self.limit: int | None = None  # a replica dispatches only below this
+        self.end = 0  # where valid records end
+        self.garbage = ""  # what follows them, if not zeros
+        self.dispatched = 0
+
+    def load(self) -> None:
+        """Map the segments (as if full: the scan finds their end), queues and index."""
+        report, segments = self.report, self.segments
+        self.checkpoint = Checkpoint.load(self.cfg.checkpoint_path)
+        report.checkpoint_found = self.checkpoint is not None
+        segments.load()
+        for mf in segments.files:
+            mf.wrote_position = mf.flushed_position = mf.file_size
+        self.rebuild = _load_queues(self.store)
+        self.store.index.load()
+        self.had_index = bool(self.store.index.files)
+        last = segments.last()
+        self.log_end = last.end_offset if last is not None else 0
+
+    def scan_start(self) -> None:
+        """Where the scan starts: the checkpoint's durable point (after a clean stop,
+        only the tail checked), else the fallback; the whole log if index files were
+        lost. Which queues lost entries below it (rebuilt whole, not patched)."""
+        store, cfg, checkpoint = self.store, self.cfg, self.checkpoint
+        min_offset = self.segments.min_offset()
+        if checkpoint is not None:
+            start = checkpoint.recover_from
+            if not self.report.abnormal:
+                start = _check_tail(store, min(start, self.log_end))
         else:
-            report.reason = "segments past the end of valid data"
-        report.dropped_bytes = log_end - end
-        log.warning(
-            "CommitLog truncated at %d (%s); %d segment(s) after it deleted",
-            end,
-            report.reason,
-            len(later),
+            start = _fallback_start(store)
+            if self.segments.files:
+                log.warning(
+                    "no usable checkpoint in %s: scanning from offset %d", cfg.store_dir, start
+                )
+        if (
+            cfg.message_index_enable
+            and not self.had_index
+            and checkpoint is not None
+            and checkpoint.index_offset > min_offset
+        ):
+            log.warning("index files are missing: re-indexing the whole CommitLog")
+            start = min_offset
+        start = min(max(start, min_offset), self.log_end)
+        self.start = start
+        self.index_from = (
+            start
+            if checkpoint is None or not self.had_index
+            else max(start, checkpoint.index_offset)
         )
-        segments.truncate(end)
-    for f in segments.files:
-        f.wrote_position = f.flushed_position = min(f.file_size, max(0, end - f.file_from_offset))
+        self.report.scanned_from = start
+        # a slave dispatches only what its readers could see before: the rest, unconfirmed,
+        # could yet be truncated away when it meets its master
+        if self.replica:
+            self.limit = max(start, _replica_limit(store, checkpoint))
+        self.gaps = _lost_queues(store, checkpoint)
+        self.rebuild |= self.gaps
 
-    dispatched = end if limit is None else min(end, limit)
-    for queues in store.queues.values():
-        for cq in queues.values():
-            report.consume_queue_entries_dropped += cq.truncate_dirty(dispatched)
-    rebuild |= gaps  # the scan may have found more
-    if rebuild:
-        _rebuild_queues(store, rebuild, dispatched, report)
-    min_offset = segments.min_offset()
-    for queues in store.queues.values():
-        for cq in queues.values():
-            cq.correct_min_offset(min_offset)
-    if report.consume_queue_entries_dropped:
-        log.warning(
-            "dropped %d ConsumeQueue entries past the end of the log",
-            report.consume_queue_entries_dropped,
-        )
-    if cfg.message_index_enable and not store.index.files:
-        # an (empty) index file tells the next start that no index file was lost, so a
-        # log without keyed messages is not re-indexed from its start on every restart
-        store.index.files.append(
-            IndexFile(cfg.index_dir / file_name(end), store.index.slot_num, store.index.index_num)
-        )
-    store.dispatched_offset = dispatched
-    if dispatched < end:
-        log.info(
-            "recovery: %d bytes past %d wait for the master to confirm them", end - dispatched,
-            dispatched,
+    def scan(self) -> None:
+        """Check every record from the start; dispatch those the queues and index lack."""
+        walker = _LogWalker(self.store, check_crc=self.cfg.check_crc_on_recover)
+        cache: dict[bytes, str | None] = {}
+        limit = self.limit
+        for walked in walker.walk(self.start):
+            chunk = walked
+            if limit is not None:
+                whole = int(np.searchsorted(walked.offsets + walked.sizes, limit, side="right"))
+                if not whole:
+                    continue  # scanned, not dispatched
+                chunk = _head(walked, whole)
+            _dispatch(self.store, chunk, index_from=self.index_from, gaps=self.gaps,
+                      report=self.report, cache=cache)  # fmt: skip
+        self.end = walker.end
+        self.report.records_scanned = walker.records
+        self.report.scanned_bytes = self.end - self.start
+        self.garbage = walker.reason if walker.garbage else ""
+
+    def cut_log(self) -> None:
+        """Truncate at the end of valid records if anything but zeros follows it, a
+        segment lies past it, or it falls short of what the checkpoint calls durable."""
+        report, segments = self.report, self.segments
+        end, log_end, checkpoint = self.end, self.log_end, self.checkpoint
+        later = [
+            f
+            for f in segments.files
+            if f.file_from_offset > end or (f.file_from_offset == end and end < log_end)
+        ]
+        # the checkpoint says the log was durable up to here: zeros before it are lost data
+        durable_end = min(checkpoint.recover_from, log_end) if checkpoint is not None else 0
+        if self.garbage or later or end < durable_end:
+            report.truncated_at = end
+            if self.garbage:
+                report.reason = self.garbage
+            elif end < durable_end:
+                report.reason = (
+                    f"zeros where the checkpoint says data is durable (up to {durable_end})"
+                )
+            else:
+                report.reason = "segments past the end of valid data"
+            report.dropped_bytes = log_end - end
+            log.warning(
+                "CommitLog truncated at %d (%s); %d segment(s) after it deleted",
+                end,
+                report.reason,
+                len(later),
+            )
+            segments.truncate(end)
+        for f in segments.files:
+            f.wrote_position = f.flushed_position = min(
+                f.file_size, max(0, end - f.file_from_offset)
+            )
+
+    def fix_queues(self) -> None:
+        """Drop queue entries past what is dispatched, rebuild the queues that lost
+        entries, and move each queue's minimum up to the log's first record."""
+        store, report = self.store, self.report
+        self.dispatched = self.end if self.limit is None else min(self.end, self.limit)
+        for queues in store.queues.values():
+            for cq in queues.values():
+                report.consume_queue_entries_dropped += cq.truncate_dirty(self.dispatched)
+        self.rebuild |= self.gaps  # the scan may have found more
+        if self.rebuild:
+            _rebuild_queues(store, self.rebuild, self.dispatched, report)
+        min_offset = self.segments.min_offset()
+        for queues in store.queues.values():
+            for cq in queues.values():
+                cq.correct_min_offset(min_offset)
+        if report.consume_queue_entries_dropped:
+            log.warning(
+                "dropped %d ConsumeQueue entries past the end of the log",
+                report.consume_queue_entries_dropped,
+            )
+
+    def finish(self) -> RecoveryReport:
+        """The index's first file, the dispatch point, the newest store time; then the
+        log's re-dispatched tail, queues and a checkpoint made durable."""
+        store, cfg, report, end, dispatched = (
+            self.store, self.cfg, self.report, self.end, self.dispatched,
         )  # fmt: skip
-    newest = _newest_entry(store)
-    if newest is not None:  # keep store time monotonic across restarts (timestamp search)
-        raw = store.commit_log.read(newest[0] + OFF_STORETIMESTAMP, 8)
-        if raw is not None:
-            store._last_store_ts = max(store._last_store_ts, int.from_bytes(raw, "big"))
-    # make the re-dispatched tail durable before a new checkpoint claims it
-    segments.flush(0)
-    store.flush_queues_and_checkpoint()
-    report.seconds = time.monotonic() - started
-    log.info(
-        "recovery (%s) of %s: scanned %d records (%d bytes) from %d in %.3fs; end %d",
-        "abnormal" if report.abnormal else "normal",
-        cfg.store_dir,
-        report.records_scanned,
-        report.scanned_bytes,
-        start,
-        report.seconds,
-        end,
-    )
-    return report
+        if cfg.message_index_enable and not store.index.files:
+            # an (empty) index file tells the next start that no index file was lost, so a
+            # log without keyed messages is not re-indexed from its start on every restart
+            store.index.files.append(
+                IndexFile(cfg.index_dir / file_name(end), store.index.slot_num,
+                          store.index.index_num)
+            )  # fmt: skip
+        store.dispatched_offset = dispatched
+        if dispatched < end:
+            log.info(
+                "recovery: %d bytes past %d wait for the master to confirm them", end - dispatched,
+                dispatched,
+            )  # fmt: skip
+        newest = _newest_entry(store)
+        if newest is not None:  # keep store time monotonic across restarts (timestamp search)
+            raw = store.commit_log.read(newest[0] + OFF_STORETIMESTAMP, 8)
+            if raw is not None:
+                store._last_store_ts = max(store._last_store_ts, int.from_bytes(raw, "big"))
+        # make the re-dispatched tail durable before a new checkpoint claims it
+        self.segments.flush(0)
+        store.flush_queues_and_checkpoint()
+        report.seconds = time.monotonic() - self.started
+        log.info(
+            "recovery (%s) of %s: scanned %d records (%d bytes) from %d in %.3fs; end %d",
+            "abnormal" if report.abnormal else "normal",
+            cfg.store_dir,
+            report.records_scanned,
+            report.scanned_bytes,
+            self.start,
+            report.seconds,
+            end,
+        )
+        return report
