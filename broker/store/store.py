@@ -614,84 +614,88 @@ class MessageStore:
         tags_codes: Iterable[int] | None = None,
         max_bytes: int = 64 << 20,
     ) -> GetMessageResult:
-        """Read up to ``max_nums`` messages of a queue from logical ``offset``."""
+        """Read up to ``max_nums`` messages of a queue from logical ``offset``: the
+        queue's bounds checked (``_out_of_range``), its entries picked
+        (``_pick_entries``: tags filter, ``max_bytes``), their records read."""
         cq = self.consume_queue(topic, queue_id)
         if cq is None:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         lo, hi = cq.min_offset, self.visible_max_offset(cq)
-        if hi == 0 or (lo == hi and offset == hi):
-            status = (
-                GetMessageStatus.NO_MESSAGE_IN_QUEUE
-                if hi == 0
-                else GetMessageStatus.OFFSET_OVERFLOW_ONE
-            )
-            return GetMessageResult(status, hi if hi else 0, lo, hi)
-        if offset < lo:
-            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, lo, lo, hi)
-        if offset == hi:
-            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
-        if offset > hi:
-            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+        refused = _out_of_range(offset, lo, hi)
+        if refused is not None:
+            return refused
         wanted = None if tags_codes is None else np.fromiter(tags_codes, dtype=np.int64)
-        max_nums = max(1, max_nums)
-        picked: list[np.ndarray] = []
-        picked_entries: list[np.ndarray] = []
-        count = total_bytes = scanned = 0
-        next_offset = offset
-        min_phys = self.commit_log.min_offset()
-        removed = False
-        while next_offset < hi and count < max_nums and scanned < MAX_FILTER_SCAN:
-            chunk = max_nums - count if wanted is None else min(MAX_FILTER_SCAN - scanned, 1024)
-            entries = cq.get_entries(next_offset, min(chunk, hi - next_offset))
-            if len(entries) == 0:
-                break
-            if wanted is None and int(entries["offset"][0]) >= min_phys:
-                # the common read: no filter, nothing removed (entries are in log order)
-                chunk_bytes = int(entries["size"].sum(dtype=np.int64))
-                if total_bytes + chunk_bytes <= max_bytes:
-                    picked.append(np.arange(next_offset, next_offset + len(entries)))
-                    picked_entries.append(entries)
-                    total_bytes += chunk_bytes
-                    count += len(entries)
-                    next_offset += len(entries)
-                    scanned += len(entries)
-                    continue
-            keep = entries["offset"] >= min_phys
-            removed = removed or not bool(keep.all())
-            if wanted is not None:
-                keep &= np.isin(entries["tags_code"].astype(np.int64), wanted)
-            matched = np.flatnonzero(keep)
-            csum = np.cumsum(entries["size"][matched].astype(np.int64)) + total_bytes
-            take = min(max_nums - count, int(np.searchsorted(csum, max_bytes, side="right")))
-            if count == 0 and take == 0 and len(matched):
-                take = 1  # one message always goes, however large
-            stopped_early = take < len(matched)
-            sel = matched[:take]
-            if take:
-                picked.append(sel + next_offset)
-                picked_entries.append(entries[sel])
-                total_bytes = int(csum[take - 1])
-                count += take
-            # resume right after the last message taken, or at the first one not taken
-            consumed = int(matched[take]) if stopped_early else len(entries)
-            next_offset += consumed
-            scanned += consumed
-            if stopped_early:
-                break
-        if count == 0:
-            if removed:
+        picked = self._pick_entries(cq, offset, hi, max(1, max_nums), wanted, max_bytes)
+        if not picked.count:
+            if picked.removed:
                 status = GetMessageStatus.MESSAGE_WAS_REMOVING
             elif wanted is not None:
                 status = GetMessageStatus.NO_MATCHED_MESSAGE
             else:
                 status = GetMessageStatus.OFFSET_FOUND_NULL
-            return GetMessageResult(status, next_offset, lo, hi)
-        qoffs = np.concatenate(picked) if len(picked) > 1 else picked[0]
-        chosen = np.concatenate(picked_entries) if len(picked_entries) > 1 else picked_entries[0]
+            return GetMessageResult(status, picked.next_offset, lo, hi)
+        qoffs, chosen = picked.joined()
         runs = self._read_runs(chosen["offset"].astype(np.int64), chosen["size"].astype(np.int64))
         if runs is None:
-            return GetMessageResult(GetMessageStatus.MESSAGE_WAS_REMOVING, next_offset, lo, hi)
-        return GetMessageResult(GetMessageStatus.FOUND, next_offset, lo, hi, runs, qoffs.tolist())
+            return GetMessageResult(
+                GetMessageStatus.MESSAGE_WAS_REMOVING, picked.next_offset, lo, hi
+            )
+        return GetMessageResult(
+            GetMessageStatus.FOUND, picked.next_offset, lo, hi, runs, qoffs.tolist()
+        )
+
+    def _pick_entries(
+        self,
+        cq: ConsumeQueue,
+        offset: int,
+        hi: int,
+        max_nums: int,
+        wanted: np.ndarray | None,
+        max_bytes: int,
+    ) -> _Picked:
+        """The queue's entries from ``offset`` (below ``hi``) a read returns: up to
+        ``max_nums``, of the ``wanted`` tags codes (None: all), within ``max_bytes``
+        (one always goes, however large), skipping entries whose records retention
+        removed; at most ``MAX_FILTER_SCAN`` entries looked at."""
+        picked = _Picked(offset)
+        min_phys = self.commit_log.min_offset()
+        scanned = 0
+        while picked.next_offset < hi and picked.count < max_nums and scanned < MAX_FILTER_SCAN:
+            at = picked.next_offset
+            chunk = (
+                max_nums - picked.count if wanted is None else min(MAX_FILTER_SCAN - scanned, 1024)
+            )
+            entries = cq.get_entries(at, min(chunk, hi - at))
+            if len(entries) == 0:
+                break
+            if wanted is None and int(entries["offset"][0]) >= min_phys:
+                # the common read: no filter, nothing removed (entries are in log order)
+                chunk_bytes = int(entries["size"].sum(dtype=np.int64))
+                if picked.total_bytes + chunk_bytes <= max_bytes:
+                    picked.add(np.arange(at, at + len(entries)), entries, chunk_bytes)
+                    picked.next_offset += len(entries)
+                    scanned += len(entries)
+                    continue
+            keep = entries["offset"] >= min_phys
+            picked.removed = picked.removed or not bool(keep.all())
+            if wanted is not None:
+                keep &= np.isin(entries["tags_code"].astype(np.int64), wanted)
+            matched = np.flatnonzero(keep)
+            csum = np.cumsum(entries["size"][matched].astype(np.int64)) + picked.total_bytes
+            take = min(max_nums - picked.count, int(np.searchsorted(csum, max_bytes, side="right")))
+            if picked.count == 0 and take == 0 and len(matched):
+                take = 1  # one message always goes, however large
+            stopped_early = take < len(matched)
+            if take:
+                sel = matched[:take]
+                picked.add(sel + at, entries[sel], int(csum[take - 1]) - picked.total_bytes)
+            # resume right after the last message taken, or at the first one not taken
+            consumed = int(matched[take]) if stopped_early else len(entries)
+            picked.next_offset += consumed
+            scanned += consumed
+            if stopped_early:
+                break
+        return picked
 
     def _read_runs(self, offsets: np.ndarray, sizes: np.ndarray) -> list[RecordRun] | None:
         """Read records in runs of adjacent ones (one copy per run), checking each header."""
@@ -816,3 +820,47 @@ class MessageStore:
     def clean_expired_files(self, *, now: float | None = None, manual: bool = False) -> int:
         """Delete expired segments and what pointed into them; returns segments deleted."""
         return clean_expired_files(self, now=self.clock() if now is None else now, manual=manual)
+
+
+def _out_of_range(offset: int, lo: int, hi: int) -> GetMessageResult | None:
+    """The answer to a read at ``offset`` of a queue holding ``[lo, hi)`` when there is
+    nothing to read there (RocketMQ's statuses and next offsets), else None."""
+    if hi == 0 or (lo == hi and offset == hi):
+        status = (
+            GetMessageStatus.NO_MESSAGE_IN_QUEUE
+            if hi == 0
+            else GetMessageStatus.OFFSET_OVERFLOW_ONE
+        )
+        return GetMessageResult(status, hi if hi else 0, lo, hi)
+    if offset < lo:
+        return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+    if offset == hi:
+        return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+    if offset > hi:
+        return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+    return None
+
+
+class _Picked:
+    """The entries a read picked so far: their queue offsets and entries, in runs."""
+
+    __slots__ = ("count", "entries", "next_offset", "qoffs", "removed", "total_bytes")
+
+    def __init__(self, offset: int) -> None:
+        self.next_offset = offset  # where the next read of the queue starts
+        self.count = 0
+        self.total_bytes = 0
+        self.removed = False  # an entry's record was gone (retention)
+        self.qoffs: list[np.ndarray] = []
+        self.entries: list[np.ndarray] = []
+
+    def add(self, qoffs: np.ndarray, entries: np.ndarray, size: int) -> None:
+        self.qoffs.append(qoffs)
+        self.entries.append(entries)
+        self.count += len(entries)
+        self.total_bytes += size
+
+    def joined(self) -> tuple[np.ndarray, np.ndarray]:
+        if len(self.qoffs) == 1:
+            return self.qoffs[0], self.entries[0]
+        return np.concatenate(self.qoffs), np.concatenate(self.entries)
