@@ -1,9 +1,8 @@
 """The NameServer's HTTP edge: a thin FastAPI layer over RouteInfoManager and the KV config.
 
-Route handlers only touch in-memory tables, so they are ``async def``; KV
-writes fsync a file, so those handlers are plain ``def`` and run in the
-threadpool. Errors are ``{"code", "message"}`` (``connector.server.http_errors``). A
-background task started in the lifespan expires silent brokers every
+The routes live in ``nameserver.routes``, one router per resource. Errors
+are ``{"code", "message"}`` (``connector.server.http_errors``). A background
+task started in the lifespan expires silent brokers every
 ``scan_not_active_broker_interval_ms``.
 """
 
@@ -13,22 +12,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import FastAPI
 
 from connector import __version__
-from connector.protocol.names import validate_topic
-from connector.protocol.route import (
-    ClusterInfo,
-    KvEntry,
-    KvValue,
-    RegisterBrokerRequest,
-    RegisterBrokerResult,
-    TopicList,
-    TopicRouteData,
-    UnregisterBrokerRequest,
-)
 from connector.server.acl import AclService
 from connector.server.acl.rest import SIGNING_DOC, AclMiddleware
 from connector.server.http_errors import install_error_handlers
@@ -36,6 +23,7 @@ from connector.server.limits import BodyLimit
 from nameserver.config import NamesrvConfig
 from nameserver.kvconfig import KvConfigManager
 from nameserver.routeinfo import RouteInfoManager
+from nameserver.routes import ROUTERS
 
 __all__ = ["create_app"]
 
@@ -72,7 +60,6 @@ def create_app(
     if kv is None:
         kv = KvConfigManager(config.kv_config_path)
     table = routes
-    store = kv
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -106,68 +93,10 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=config.max_frame_bytes)  # outermost
     app.state.config = config
     app.state.routes = table
-    app.state.kv = store
+    app.state.kv = kv
 
-    @app.get("/health", tags=["admin"])
-    async def health() -> dict[str, Any]:
-        """Liveness, and how many broker processes are registered."""
-        return {"status": "ok", "role": "namesrv", "brokers": table.live_count()}
-
-    @app.get("/routes/{topic}", tags=["routes"])
-    async def get_route(topic: str) -> TopicRouteData:
-        """A topic's queues and brokers; 404 TOPIC_NOT_EXIST, 400 TOPIC_ILLEGAL."""
-        validate_topic(topic)
-        return table.pick_topic_route(topic, kv_lookup=store.find)
-
-    @app.get("/clusters", tags=["routes"])
-    async def get_clusters() -> ClusterInfo:
-        """Clusters, their broker groups and every live broker with its last heartbeat (ms)."""
-        return table.cluster_info()
-
-    @app.get("/topics", tags=["routes"])
-    async def get_topics() -> TopicList:
-        """Every topic some registered broker holds queues for."""
-        return table.topic_list()
-
-    @app.post(
-        "/brokers/register",
-        tags=["brokers"],
-        response_model=None,
-        responses={200: {"model": RegisterBrokerResult}},
-    )
-    async def register_broker(req: RegisterBrokerRequest) -> dict[str, Any]:
-        """A broker's heartbeat with its full topic config (every 30 s by default); the
-        answer names the group's master, and its HA address when it has one."""
-        result = table.register_broker(req).model_dump()
-        if result["ha_server_addr"] is None:
-            del result["ha_server_addr"]
-        return result
-
-    @app.post("/brokers/unregister", tags=["brokers"])
-    async def unregister_broker(req: UnregisterBrokerRequest) -> dict[str, bool]:
-        """A broker shutting down cleanly; answers ok even if it was not registered."""
-        table.unregister_broker(req)
-        return {"ok": True}
-
-    @app.get("/kv/{namespace}", tags=["kv"])
-    async def get_kv_namespace(namespace: str) -> dict[str, Any]:
-        """Every key of a namespace: ``{"namespace", "entries": {key: value}}``."""
-        return {"namespace": namespace, "entries": store.namespace(namespace)}
-
-    @app.get("/kv/{namespace}/{key}", tags=["kv"])
-    async def get_kv(namespace: str, key: str) -> KvEntry:
-        """One value; 404 KV_NOT_EXIST when unset, 400 KEY_ILLEGAL for a bad name."""
-        return KvEntry(namespace=namespace, key=key, value=store.get(namespace, key))
-
-    @app.put("/kv/{namespace}/{key}", tags=["kv"])
-    def put_kv(namespace: str, key: str, body: KvValue) -> KvEntry:
-        """Set a value (at most 64 KiB) and persist it before answering."""
-        store.put(namespace, key, body.value)
-        return KvEntry(namespace=namespace, key=key, value=body.value)
-
-    @app.delete("/kv/{namespace}/{key}", tags=["kv"])
-    def delete_kv(namespace: str, key: str) -> dict[str, bool]:
-        """Remove a value (idempotent): ``{"ok": true, "deleted": <it existed>}``."""
-        return {"ok": True, "deleted": store.delete(namespace, key)}
-
+    for router in ROUTERS:
+        # the routes themselves, not include_router's lazy wrapper (FastAPI >= 0.165):
+        # AclMiddleware looks up each request's route template in the app's routes
+        app.router.routes.extend(router.routes)
     return app
