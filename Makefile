@@ -47,7 +47,8 @@ java:
 # format("pymq-jvm"): the Java of jvm/ compiled against the installed pyspark's jars, into the
 # package (connector/spark/jars/, served by the editable install; `pymq spark-jar` prints it)
 JAR := connector/spark/jars/pymq-spark.jar
-JAVA_SRC := $(wildcard jvm/src/io/pymq/spark/*.java) jvm/resources/META-INF/services/org.apache.spark.sql.sources.DataSourceRegister
+JAVA_SRC := $(wildcard jvm/src/io/pymq/spark/*.java) jvm/resources/META-INF/services/org.apache.spark.sql.sources.DataSourceRegister \
+	connector/spark/options.json
 
 jar: $(JAR)
 
@@ -59,6 +60,7 @@ $(JAR): $(JAVA_SRC) | $(VENV)/.installed
 		-cp "$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars", "*"))')" \
 		$(filter %.java,$(JAVA_SRC))
 	cp -r jvm/resources/META-INF build/jvm/
+	cp connector/spark/options.json build/jvm/io/pymq/spark/  # the option names, shared
 	jar cf $@.tmp -C build/jvm . && mv $@.tmp $@
 
 unit: $(VENV)/.installed-test $(JAR) | java

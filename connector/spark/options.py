@@ -17,6 +17,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 from pyspark.sql.types import (
@@ -31,7 +32,7 @@ from pyspark.sql.types import (
 )
 
 from connector.errors import ConfigError
-from connector.protocol.names import validate_topic
+from connector.protocol.names import validate_group, validate_topic
 
 __all__ = [
     "READ_OPTIONS",
@@ -49,51 +50,14 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Kafka's maxTriggerDelay default, 15m
 
-_SECURITY_OPTIONS = ("accessKey", "secretKey", "tls", "tlsCaFile")
-READ_OPTIONS = frozenset(
-    {
-        "namesrv",
-        "topic",
-        "subscribePattern",
-        "assign",
-        "startingOffsets",
-        "startingTimestamp",
-        "startingOffsetsByTimestamp",
-        "startingOffsetsByTimestampStrategy",
-        "endingOffsets",
-        "endingTimestamp",
-        "endingOffsetsByTimestamp",
-        "maxMessagesPerTrigger",
-        "maxOffsetsPerTrigger",
-        "minMessagesPerTrigger",
-        "minOffsetsPerTrigger",
-        "maxTriggerDelay",
-        "maxBytesPerTrigger",
-        "minPartitions",
-        "maxRecordsPerPartition",
-        "failOnDataLoss",
-        "tags",
-        "consumerGroup",
-        "pullBatchSize",
-        *_SECURITY_OPTIONS,
-    }
-)
-WRITE_OPTIONS = frozenset(
-    {
-        "namesrv",
-        "topic",
-        "producerGroup",
-        "sendLatencyFaultEnable",
-        "retryTimesWhenSendFailed",
-        "sendMsgTimeoutMs",
-        "batchSize",
-        "deliveryGuarantee",
-        *_SECURITY_OPTIONS,
-    }
-)
-# what Spark itself puts among a source's options: load(path) / save(path) / start(path),
-# and a stream write's checkpointLocation and queryName (checked with PySpark 4.2/4.3)
-SPARK_OPTIONS = frozenset({"path", "checkpointLocation", "queryName"})
+# the option names, shared with format("pymq-jvm")'s ReadOptions.java (which loads the
+# same file from its jar): read, write, and what Spark itself puts among a source's
+# options (load(path) / save(path) / start(path), a stream write's checkpointLocation and
+# queryName; checked with PySpark 4.2/4.3)
+_NAMES = json.loads(resources.files("connector.spark").joinpath("options.json").read_text())
+READ_OPTIONS = frozenset(_NAMES["read"])
+WRITE_OPTIONS = frozenset(_NAMES["write"])
+SPARK_OPTIONS = frozenset(_NAMES["spark"])
 
 READ_SCHEMA = StructType(
     [
@@ -269,13 +233,34 @@ def _offsets(options: Mapping[str, str], name: str, default: str) -> str | dict[
     except ValueError:
         raise ConfigError(f"option {name}: earliest, latest or JSON offsets, not {raw!r}") from None
     if not isinstance(parsed, dict) or not all(
-        isinstance(b, dict) and all(isinstance(q, dict) for q in b.values())
+        isinstance(b, dict)
+        and all(
+            isinstance(q, dict)
+            and all(
+                _queue_id(k) and isinstance(n, int) and not isinstance(n, bool)
+                for k, n in q.items()
+            )
+            for q in b.values()
+        )
         for b in parsed.values()
     ):
         raise ConfigError(
             f'option {name}: JSON must look like {{"T": {{"broker-a": {{"0": 42}}}}}}'
         )
     return parsed
+
+
+def _queue_id(key: str) -> bool:
+    """A queue id as a JSON key: an integer (as Java's ``Integer.parseInt`` reads it)."""
+    try:
+        int(key.strip())
+    except ValueError:
+        return False
+    return True
+
+
+def _group_or_none(group: str | None) -> str | None:
+    return None if group is None else validate_group(group)
 
 
 def _per_queue_ms(options: Mapping[str, str], name: str) -> dict[str, Any] | None:
@@ -418,7 +403,7 @@ class ReadOptions:
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             pull_batch_size=_int(options, "pullBatchSize", 5000),
             min_partitions=_int(options, "minPartitions", 1),
-            consumer_group=_get(options, "consumerGroup"),
+            consumer_group=_group_or_none(_get(options, "consumerGroup")),
             max_per_trigger=_int_or_none(
                 options, _one_of(options, "maxMessagesPerTrigger", "maxOffsetsPerTrigger")
             ),

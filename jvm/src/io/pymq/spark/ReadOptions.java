@@ -25,18 +25,31 @@ public final class ReadOptions implements Serializable {
   private static final long serialVersionUID = 1L;
   private static final ObjectMapper JSON = new ObjectMapper();
 
-  static final List<String> READ = List.of(
-      "namesrv", "topic", "subscribePattern", "assign", "startingOffsets", "startingTimestamp",
-      "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "endingOffsets",
-      "endingTimestamp", "endingOffsetsByTimestamp", "maxMessagesPerTrigger",
-      "maxOffsetsPerTrigger", "minMessagesPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
-      "maxBytesPerTrigger", "minPartitions", "maxRecordsPerPartition", "failOnDataLoss", "tags",
-      "consumerGroup", "pullBatchSize", "accessKey", "secretKey", "tls", "tlsCaFile");
-  static final List<String> WRITE = List.of(
-      "namesrv", "topic", "producerGroup", "sendLatencyFaultEnable", "retryTimesWhenSendFailed",
-      "sendMsgTimeoutMs", "batchSize", "deliveryGuarantee", "accessKey", "secretKey", "tls",
-      "tlsCaFile");
-  static final List<String> SPARK = List.of("path", "checkpointLocation", "queryName");
+  // the option names, from the file format("pymq")'s options.py loads too
+  // (connector/spark/options.json, copied into the jar by `make jar`)
+  private static final JsonNode NAMES = names();
+  static final List<String> READ = list("read");
+  static final List<String> WRITE = list("write");
+  static final List<String> SPARK = list("spark");
+
+  private static JsonNode names() {
+    try (java.io.InputStream in = ReadOptions.class.getResourceAsStream("options.json")) {
+      if (in == null) {
+        throw new IllegalStateException("options.json is missing from the pymq jar: run make jar");
+      }
+      return JSON.readTree(in);
+    } catch (java.io.IOException e) {
+      throw new IllegalStateException("options.json in the pymq jar cannot be read", e);
+    }
+  }
+
+  private static List<String> list(String kind) {
+    List<String> out = new ArrayList<>();
+    for (JsonNode n : NAMES.get(kind)) {
+      out.add(n.asText());
+    }
+    return Collections.unmodifiableList(out);
+  }
 
   final String namesrv;
   final Signer signer; // requests signed with accessKey / secretKey, or null
