@@ -1,4 +1,5 @@
-"""One set of option cases for both readers: ``fixtures/read_options.json``.
+"""One set of cases for both readers: options (``fixtures/read_options.json``) and
+pull answers (``fixtures/records.json``, written by ``fixtures/make_records.py``).
 
 Each case is an option map and what it must parse to (the fields it names)
 or the error it must raise, word for word (``error_prefix``: its start, where
@@ -7,14 +8,22 @@ the rest is a regex engine's own words). ``format("pymq")``'s
 replay every case: the Java one through a plain ``java`` process (the
 fixture runner in ``jvm/test/``, compiled here against the jar), no Spark,
 no cluster. Both load their option names from ``connector/spark/options.json``.
+
+A record case is a pull answer (the stored records byte for byte: UNIQ_KEY and
+offset msgIds, tags, keys, properties, a zlib body, a property named twice, a
+value that is not UTF-8), the range end and tags it is read with, and the
+rows it must give; ``format("pymq")``'s ``records_to_batch`` and
+``format("pymq-jvm")``'s ``Columns`` (``RecordFixtures.java``) decode each.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +31,23 @@ import pyspark
 import pytest
 
 from connector.errors import PyMQError
-from connector.spark.options import READ_OPTIONS, SPARK_OPTIONS, WRITE_OPTIONS, ReadOptions
+from connector.spark.columnar import arrow_schema, records_to_batch
+from connector.spark.options import (
+    READ_OPTIONS,
+    READ_SCHEMA,
+    SPARK_OPTIONS,
+    WRITE_OPTIONS,
+    ReadOptions,
+)
 from connector.spark_jar import jar_path
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).with_name("fixtures") / "read_options.json"
-RUNNER = ROOT / "jvm" / "test" / "io" / "pymq" / "spark" / "OptionFixtures.java"
+RECORDS = FIXTURES.with_name("records.json")
+TESTS = ROOT / "jvm" / "test" / "io" / "pymq" / "spark"
+RUNNER = TESTS / "OptionFixtures.java"
 CASES: list[dict[str, Any]] = json.loads(FIXTURES.read_text())
+RECORD_CASES: list[dict[str, Any]] = json.loads(RECORDS.read_text())
 
 
 def _json(value: Any) -> Any:
@@ -76,23 +95,35 @@ def python_results() -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def java_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+def java(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Path], Any]:
+    """Runs a fixture runner of ``jvm/test`` (compiled against the jar) on a file."""
     if shutil.which("javac") is None:
         pytest.skip("no JDK: format('pymq-jvm') is built with javac")
     classes = tmp_path_factory.mktemp("fixture-classes")
     spark_jars = str(Path(pyspark.__file__).parent / "jars" / "*")
     cp = os.pathsep.join([jar_path(), spark_jars])
     subprocess.run(
-        ["javac", "--release", "17", "-d", str(classes), "-cp", cp, str(RUNNER)],
+        ["javac", "--release", "17", "-Xlint:all", "-Xlint:-path", "-Werror",
+         "-d", str(classes), "-cp", cp, *map(str, sorted(TESTS.glob("*.java")))],
         check=True, timeout=120,
     )  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "PYMQ_NAMESRV"}
-    out = subprocess.run(
-        ["java", "-cp", os.pathsep.join([str(classes), cp]), "io.pymq.spark.OptionFixtures",
-         str(FIXTURES)],
-        check=True, capture_output=True, text=True, timeout=120, env=env,
-    )  # fmt: skip
-    return {r["name"]: {k: v for k, v in r.items() if k != "name"} for r in json.loads(out.stdout)}
+
+    def run(main: str, fixtures: Path) -> Any:
+        out = subprocess.run(
+            ["java", "-cp", os.pathsep.join([str(classes), cp]), f"io.pymq.spark.{main}",
+             str(fixtures)],
+            check=True, capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+        return json.loads(out.stdout)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def java_results(java: Callable[[str, Path], Any]) -> dict[str, dict[str, Any]]:
+    results = java("OptionFixtures", FIXTURES)
+    return {r["name"]: {k: v for k, v in r.items() if k != "name"} for r in results}
 
 
 def _check(case: dict[str, Any], got: dict[str, Any]) -> None:
@@ -128,3 +159,41 @@ def test_both_load_their_names_from_one_file() -> None:
     java = (ROOT / "jvm" / "src" / "io" / "pymq" / "spark" / "ReadOptions.java").read_text()
     assert 'getResourceAsStream("options.json")' in java
     assert '"subscribePattern"' not in java.split("private static final JsonNode NAMES")[0]
+
+
+def python_rows(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """``format("pymq")``'s rows of a record case, in the fixtures' form."""
+    tags = case["tags"]
+    batch = records_to_batch(
+        base64.b64decode(case["records"]), arrow_schema(READ_SCHEMA),
+        topic=case["topic"], broker_name=case["brokerName"], queue_id=case["queueId"],
+        end=case["end"], tags=None if tags is None else {t.strip() for t in tags.split("||")},
+    )  # fmt: skip
+    rows = batch.to_pylist()
+    for row in rows:
+        row["body"] = base64.b64encode(row["body"]).decode()
+        row["properties"] = [list(p) for p in row["properties"]]
+        for t in ("bornTimestamp", "storeTimestamp"):
+            row[t] = int(row[t].timestamp() * 1_000_000)
+    return rows
+
+
+@pytest.mark.parametrize("case", RECORD_CASES, ids=[c["name"] for c in RECORD_CASES])
+def test_format_pymq_decodes_the_records(case: dict[str, Any]) -> None:
+    assert python_rows(case) == case["rows"]
+
+
+def test_format_pymq_jvm_decodes_the_records(java: Callable[[str, Path], Any]) -> None:
+    got = {r["name"]: r["rows"] for r in java("RecordFixtures", RECORDS)}
+    for case in RECORD_CASES:
+        assert got[case["name"]] == case["rows"], case["name"]
+
+
+def test_the_record_cases_cover_what_they_say() -> None:
+    rows = [r for c in RECORD_CASES for r in c["rows"]]
+    props = [dict(r["properties"]) for r in rows]
+    assert any("UNIQ_KEY" not in p for p in props)  # an offset msgId
+    assert any(p.get("k") == "second" for p in props)  # a property named twice
+    assert any("\ufffd" in v for p in props for v in p.values())  # not UTF-8
+    assert any(base64.b64decode(r["body"]).startswith(b"inflated") for r in rows)  # zlib
+    assert any(len(c["rows"]) < 4 for c in RECORD_CASES if c["tags"])  # filtered by tag
