@@ -1,0 +1,217 @@
+"""PushConsumer in this process against a real cluster: tags, retries to %RETRY% and
+the DLQ, listener exceptions, flow control, shutdown with batches in flight, and
+the answers to the brokers' calls."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from conftest import create_topic, produce, wait_for
+
+from connector import ConsumeStatus, MessageQueue, PullConsumer, PushConsumer
+from connector.client.push.answers import parse_offset_table, running_info
+from connector.errors import ConfigError
+from connector.protocol.status import PullStatus
+from connector.server.local import LocalCluster
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.msgs: list[Any] = []
+
+    def add(self, msgs: list[Any]) -> None:
+        with self.lock:
+            self.msgs.extend(msgs)
+
+    def bodies(self) -> list[str]:
+        with self.lock:
+            return [m.body.decode() for m in self.msgs]
+
+
+def consumer(cluster: LocalCluster, group: str, listener: Any, **kw: Any) -> PushConsumer:
+    kw.setdefault("consume_from_where", "CONSUME_FROM_FIRST_OFFSET")
+    return PushConsumer(group=group, namesrv=cluster.namesrv_addr, listener=listener, **kw)
+
+
+def test_it_consumes_the_tags_subscribed_and_commits(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushTags")
+    produce(cluster, "PushTags", [f"a{i}" for i in range(20)], tags="A")
+    produce(cluster, "PushTags", [f"b{i}" for i in range(20)], tags="B")
+    produce(cluster, "PushTags", [f"c{i}" for i in range(20)], tags="C")
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(cluster, "push-tags", listener) as c:
+        c.subscribe("PushTags", "A || B")
+        c.start()
+        wait_for("40 messages", lambda: len(seen.bodies()) >= 40)
+        assert len(c.owned_queues()) == 8 + 2  # 2 brokers x 4, and the retry topic on each
+    assert sorted(seen.bodies()) == sorted(
+        [f"a{i}" for i in range(20)] + [f"b{i}" for i in range(20)]
+    )
+    with PullConsumer(group="push-tags", namesrv=cluster.namesrv_addr) as pull:
+        committed = {mq: pull.fetch_offset(mq) for mq in pull.fetch_queues("PushTags")}
+        ends = {mq: pull.max_offset(mq) for mq in committed}
+    assert committed == ends  # past the C messages too
+
+
+def test_reconsume_later_goes_to_retry_then_dlq(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushRetry", queues=1)
+    produce(cluster, "PushRetry", ["doomed"])
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        return ConsumeStatus.RECONSUME_LATER
+
+    with consumer(cluster, "push-retry", listener, max_reconsume_times=2) as c:
+        c.subscribe("PushRetry")
+        c.start()
+        wait_for("3 deliveries", lambda: len(seen.bodies()) >= 3)
+        with PullConsumer(group="push-retry-dlq-reader", namesrv=cluster.namesrv_addr) as pull:
+
+            def in_dlq() -> bool:
+                try:
+                    mq = pull.fetch_queues("%DLQ%push-retry")[0]
+                except Exception:  # noqa: BLE001 - not created yet
+                    return False
+                res = pull.pull(mq, 0, 32)
+                return res.status is PullStatus.FOUND and res.messages[0].body == b"doomed"
+
+            wait_for("the message in %DLQ%push-retry", in_dlq, 30)
+        time.sleep(0.5)  # bounded: would a fourth delivery come? (the DLQ is the end)
+    with seen.lock:
+        assert [(m.topic, m.reconsume_times) for m in seen.msgs] == [
+            ("PushRetry", 0), ("PushRetry", 1), ("PushRetry", 2),
+        ]  # fmt: skip
+
+
+def test_a_listener_exception_is_retried(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushRaise", queues=1)
+    produce(cluster, "PushRaise", ["x"])
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        if msgs[0].reconsume_times == 0:
+            raise RuntimeError("the first time fails")
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(cluster, "push-raise", listener) as c:
+        c.subscribe("PushRaise")
+        c.start()
+        wait_for("the retry", lambda: len(seen.bodies()) >= 2)
+    with seen.lock:
+        assert [(m.body, m.topic, m.reconsume_times) for m in seen.msgs] == [
+            (b"x", "PushRaise", 0), (b"x", "PushRaise", 1),
+        ]  # fmt: skip
+
+
+def test_flow_control_bounds_what_a_queue_holds(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushFlow", queues=1)
+    produce(cluster, "PushFlow", [f"m{i}" for i in range(300)])
+    seen = Seen()
+    peak = [0]
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        time.sleep(0.002)
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(
+        cluster, "push-flow", listener, pull_threshold_for_queue=20, pull_batch_size=8,
+        consume_thread_min=1, consume_thread_max=1,
+    ) as c:  # fmt: skip
+        c.subscribe("PushFlow")
+        c.start()
+
+        def done() -> bool:
+            for pq in list(c.process_queues.values()):
+                peak[0] = max(peak[0], pq.count)
+            return len(seen.bodies()) >= 300
+
+        wait_for("300 messages", done)
+    # a pull goes out only while the queue holds at most the threshold
+    assert 0 < peak[0] <= 20 + 8
+
+
+def test_shutdown_waits_for_batches_in_flight_and_commits_them(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushInFlight", queues=1)
+    bodies = [f"m{i}" for i in range(20)]
+    produce(cluster, "PushInFlight", bodies)
+    started, finished = Seen(), Seen()
+
+    def slow(msgs: list[Any], context: Any) -> ConsumeStatus:
+        started.add(msgs)
+        time.sleep(0.3)
+        finished.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = consumer(cluster, "push-inflight", slow, consume_thread_min=1, consume_thread_max=1)
+    c.subscribe("PushInFlight")
+    c.start()
+    wait_for("3 batches started", lambda: len(started.bodies()) >= 3)
+    c.shutdown()
+    assert started.bodies() == finished.bodies()  # the one in the listener finished
+    first = set(finished.bodies())
+    rest = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        rest.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(cluster, "push-inflight", listener) as again:
+        again.subscribe("PushInFlight")
+        again.start()
+        wait_for("the rest", lambda: len(rest.bodies()) >= len(bodies) - len(first))
+        time.sleep(0.5)  # bounded: nothing consumed twice comes after the rest
+    assert sorted(rest.bodies()) == sorted(set(bodies) - first)
+
+
+def test_running_info_and_an_offset_reset(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushReset", queues=1)
+    produce(cluster, "PushReset", [f"m{i}" for i in range(5)])
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(cluster, "push-reset", listener, allocate="sticky") as c:
+        c.subscribe("PushReset")
+        c.start()
+        wait_for("5 messages", lambda: len(seen.bodies()) >= 10 // 2)
+        info = running_info(c)
+        assert info["properties"]["allocate"] == "sticky"
+        assert {s["topic"] for s in info["subscriptionSet"]} == {"PushReset", "%RETRY%push-reset"}
+        mine = [mq for mq in c.owned_queues() if mq.topic == "PushReset"]
+        assert [info["mqTable"][f"PushReset@{mq.broker_name}@0"]["commitOffset"] for mq in mine]
+        for mq in mine:
+            c.reset_queue(mq, 0)  # what RESET_CONSUMER_CLIENT_OFFSET does
+        wait_for("5 messages again", lambda: len(seen.bodies()) >= 10)
+    assert sorted(seen.bodies()) == sorted([f"m{i}" for i in range(5)] * 2)
+
+
+def test_offset_tables_in_rocketmqs_form_and_pymqs() -> None:
+    java = b'{"offsetTable":{{"brokerName":"broker-a","queueId":3,"topic":"T"}:42}}'
+    assert parse_offset_table(java) == {MessageQueue("T", "broker-a", 3): 42}
+    ours = b'{"offsetTable":{"T@broker-b@1":7}}'
+    assert parse_offset_table(ours) == {MessageQueue("T", "broker-b", 1): 7}
+
+
+def test_bad_settings_are_config_errors() -> None:
+    def listener(msgs: list[Any], context: Any) -> None: ...
+
+    with pytest.raises(ConfigError, match="message_model"):
+        PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, message_model="P2P")
+    with pytest.raises(ConfigError, match="allocate"):
+        PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, allocate="random")
+    with pytest.raises(ConfigError, match="subscribe"):
+        PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener).start()
