@@ -81,6 +81,10 @@ _TICK_S = 0.1
 _FLOW_CONTROL_DELAY_S = 0.05
 _NOT_LOCKED_DELAY_S = 0.5
 _DRAIN_TIMEOUT_S = 10.0
+# a subscribed topic (or the retry topic, made by the first heartbeat) the NameServer
+# had no route for is asked for this often, not only at the 30 s refresh: until then
+# no broker may have heard of this consumer
+_MISSING_ROUTE_RETRY_S = 0.5
 
 
 class PushConsumer:
@@ -229,6 +233,7 @@ class PushConsumer:
             "heartbeat": now + s.heartbeat_broker_interval_ms / 1000,
             "persist": now + s.persist_consumer_offset_interval_ms / 1000,
             "lock": now + s.lock_renew_interval_ms / 1000,
+            "missing": now + _MISSING_ROUTE_RETRY_S,
         }
         while not self._stop.is_set():
             notified = self._rebalance_now.wait(_TICK_S)
@@ -236,6 +241,11 @@ class PushConsumer:
                 return
             now = time.monotonic()
             try:
+                if now >= due["missing"]:  # a topic without a route yet (being created)
+                    due["missing"] = now + _MISSING_ROUTE_RETRY_S
+                    if self._found_missing_routes():
+                        self._heartbeat_all()
+                        notified = True
                 if now >= due["heartbeat"]:
                     due["heartbeat"] = now + s.heartbeat_broker_interval_ms / 1000
                     for topic in list(self.subscriptions):
@@ -265,6 +275,11 @@ class PushConsumer:
         if route is not None:
             self._routes[topic] = route
         return route
+
+    def _found_missing_routes(self) -> bool:
+        """Ask again for the routes not known yet; True if one came."""
+        missing = [t for t in list(self.subscriptions) if t not in self._routes]
+        return any(self._refresh_route(topic) is not None for topic in missing)
 
     def _master(self, broker_name: str) -> str | None:
         for route in list(self._routes.values()):

@@ -103,7 +103,12 @@ def test_orderly_keeps_each_keys_order_across_a_kill_9(
     # key the victim had is a contiguous run to the end
     for k in keys:
         got = sorted(int(x.split(":")[1]) for x in b.bodies if x.startswith(f"{k}:"))
-        assert got == list(range(got[0], 100)), k
+        assert got == list(range(got[0], 100)), [
+            (name, e["queue"], e["body"])
+            for name, m in (("a", a), ("b", b))
+            for e in m.of("msg")
+            if e["body"].startswith(f"{k}:")
+        ]
 
 
 def test_broadcasting_gives_everything_to_each_member_across_a_restart(
