@@ -63,6 +63,8 @@ class PushSettings:
                 raise ConfigError(f"{name} must be positive")
         if not 0 < self.consume_thread_min <= self.consume_thread_max:
             raise ConfigError("consume_thread_min must be in 1..consume_thread_max")
+        if self.lock_lost_after_ms <= self.lock_renew_interval_ms:
+            raise ConfigError("lock_lost_after_ms must exceed lock_renew_interval_ms")
         if self.max_reconsume_times < 0:
             raise ConfigError("max_reconsume_times must not be negative")
         self.timestamp_ms()  # a bad consume_timestamp fails here

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import create_topic, produce, wait_for
+from push_helpers import create_topic, produce, wait_for
 
 from connector import ConsumeStatus, MessageQueue, PullConsumer, PushConsumer
 from connector.client.push.answers import parse_offset_table, running_info

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import Member, create_topic, produce, wait_for
+from push_helpers import Member, create_topic, produce, wait_for
 
 from connector.server.local import LocalCluster
 
@@ -83,7 +83,9 @@ def test_orderly_keeps_each_keys_order_across_a_kill_9(
     create_topic(cluster, topic, queues=2)  # 4 queues
     params: dict[str, Any] = {
         "namesrv": cluster.namesrv_addr, "group": group, "topic": topic, "orderly": True,
-        "settings": {**FAST, "lock_renew_interval_ms": 1000}, "consume_delay_s": 0.003,
+        "consume_delay_s": 0.003,
+        # the broker frees a lock after 5 s here: renew well within, trust it less long
+        "settings": {**FAST, "lock_renew_interval_ms": 1000, "lock_lost_after_ms": 3000},
     }  # fmt: skip
     a, b = members(**params), members(**params)
     wait_for("2 members splitting 4 queues", settled([a, b], 4))
