@@ -4,8 +4,8 @@ argv[1] is JSON: namesrv, group, topic, expression, orderly, settings (PushConsu
 keywords), instance_name, offset_store_dir, consume_delay_s. stdout gets one JSON
 object a line, flushed each: ``{"event": "owned", "queues": [...]}`` whenever the
 queues owned change, ``{"event": "msg", "body", "queue", "offset", "reconsume",
-"tags"}`` per message consumed, ``{"event": "stopped"}`` after a clean shutdown
-(SIGTERM).
+"tags", "topic", "t"}`` per message consumed (``t``: wall clock, s),
+``{"event": "stopped"}`` after a clean shutdown (SIGTERM).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def main() -> int:
             emit(
                 event="msg", body=m.body.decode(), offset=m.queue_offset, tags=m.tags,
                 queue=f"{context.queue.topic}@{context.queue.broker_name}@{context.queue.queue_id}",
-                reconsume=m.reconsume_times, topic=m.topic,
+                reconsume=m.reconsume_times, topic=m.topic, t=time.time(),
             )  # fmt: skip
         return ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeStatus.CONSUME_SUCCESS
 

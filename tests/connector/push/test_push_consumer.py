@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from push_helpers import create_topic, produce, wait_for
 
-from connector import ConsumeStatus, MessageQueue, PullConsumer, PushConsumer
+from connector import ConsumeOrderlyStatus, ConsumeStatus, MessageQueue, PullConsumer, PushConsumer
 from connector.client.push.answers import parse_offset_table, running_info
 from connector.errors import ConfigError
 from connector.protocol.status import PullStatus
@@ -224,3 +224,24 @@ def test_the_readme_snippet_runs(cluster: LocalCluster, capsys: pytest.CaptureFi
     snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(snippet.replace("127.0.0.1:9876", cluster.namesrv_addr), "README", "exec"), {})
     assert "b'hi'" in capsys.readouterr().out
+
+
+def test_orderly_suspend_consumes_the_same_batch_again_in_order(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushSuspend", queues=1)
+    produce(cluster, "PushSuspend", [f"m{i}" for i in range(6)], key=lambda _: "one-key")
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeOrderlyStatus:
+        seen.add([(m.body.decode(), m.reconsume_times) for m in msgs])  # as they are now
+        context.suspend_current_queue_time_ms = 100
+        if msgs[0].body == b"m2" and msgs[0].reconsume_times == 0:
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        return ConsumeOrderlyStatus.SUCCESS
+
+    with consumer(cluster, "push-suspend", listener, orderly=True) as c:
+        c.subscribe("PushSuspend")
+        c.start()
+        wait_for("6 messages and the suspended one again", lambda: len(seen.msgs) >= 7)
+    with seen.lock:
+        got = list(seen.msgs)
+    assert got == [("m0", 0), ("m1", 0), ("m2", 0), ("m2", 1), ("m3", 0), ("m4", 0), ("m5", 0)]

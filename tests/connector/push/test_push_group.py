@@ -45,24 +45,27 @@ def test_a_group_loses_a_member_to_kill_9(
     produce(cluster, topic, first)
     victim, survivors = group_members[0], group_members[1:]
     wait_for("the victim mid-stream", lambda: len(victim.bodies) >= 100)
+    killed_at = time.time()
     victim.kill()
-    victim_seen = collections.Counter(victim.bodies)
-    victim_queues = set(victim.owned)
     wait_for(
         "every message consumed",
-        lambda: set(first) <= set(victim_seen) | {b for m in survivors for b in m.bodies},
+        lambda: set(first) <= set(victim.bodies) | {b for m in survivors for b in m.bodies},
     )
     wait_for("2 survivors splitting 8 queues", settled(survivors, 8))
-    counts = collections.Counter(victim.bodies + [b for m in survivors for b in m.bodies])
-    dups = {b for b, n in counts.items() if n > 1}
-    # re-delivered: only what the victim consumed and had not committed, or a survivor
-    # consumed in a queue that moved at the rebalance before its new owner read the commit
-    moved_or_dead = victim_queues | {
-        q for m in survivors for e in m.of("owned")[:-1] for q in e["queues"]
-    }
-    by_body = {e["body"]: e["queue"] for m in [victim, *survivors] for e in m.of("msg")}
-    assert all(by_body[b] in moved_or_dead for b in dups)
-    assert len(dups) <= 300, len(dups)
+    consumed = sorted((e["t"], e["body"]) for m in (victim, *survivors) for e in m.of("msg"))
+    first_time: dict[str, float] = {}
+    dups = set()
+    for t, body in consumed:
+        if body in first_time:
+            dups.add(body)
+        else:
+            first_time[body] = t
+    # re-delivered: only what was consumed but not yet committed when the victim died
+    # (offsets persist every 0.5 s; 2.5 s more for a loaded machine), or what a survivor
+    # consumed of a queue the rebalance moved before its new owner read the commit
+    assert all(first_time[b] >= killed_at - 3.0 for b in dups), sorted(
+        killed_at - first_time[b] for b in dups
+    )[-5:]
     # once settled: no queue owned twice, nothing consumed twice
     before = {id(m): len(m.bodies) for m in survivors}
     second = [f"b{i}" for i in range(400)]
@@ -73,7 +76,7 @@ def test_a_group_loses_a_member_to_kill_9(
     )
     later = collections.Counter(b for m in survivors for b in m.bodies[before[id(m)] :])
     assert sorted(later) == sorted(second) and max(later.values()) == 1
-    print(f"kill -9 of 1 of 3: {len(dups)} message(s) consumed twice of {len(first)}")
+    print(f"kill -9 of 1 of 3: {len(dups)} of {len(first)} message(s) consumed twice")
 
 
 def test_orderly_keeps_each_keys_order_across_a_kill_9(
