@@ -83,6 +83,10 @@ class RemoteOffsetStore(OffsetStore):
             self.update(mq, offset, increase_only=False)
         return offset
 
+    def remove(self, mq: MessageQueue) -> None:
+        super().remove(mq)
+        self._persisted.pop(mq, None)  # taken again later: commit whatever it has then
+
     def persist(self, mqs: Iterable[MessageQueue]) -> None:
         for mq, offset in self.snapshot(mqs).items():
             if self._persisted.get(mq) == offset:

@@ -27,6 +27,8 @@ class PushSettings:
     message_model: str = "CLUSTERING"
     allocate: str = "averagely"
     orderly: bool = False
+    # the consume pool: threads start as batches come, up to the max (the min is
+    # RocketMQ's core size, reported in the running info)
     consume_thread_min: int = 20
     consume_thread_max: int = 20
     consume_message_batch_max_size: int = 1  # messages per listener call
