@@ -347,7 +347,10 @@ def create_app(controller: BrokerController) -> FastAPI:
     async def put_offset(
         group: str, topic: str, queue_id: int, body: OffsetCommit
     ) -> ConsumerOffset:
-        return ctrl.admin.commit_offset(group, topic, queue_id, body.offset)
+        committed = ctrl.admin.commit_offset(group, topic, queue_id, body.offset)
+        if body.notify_consumers:
+            ctrl.on_offset_reset(group, topic, queue_id, body.offset)
+        return committed
 
     @app.get("/consumers", tags=["consumers"])
     async def consumer_groups() -> list[ConsumerGroupSummary]:

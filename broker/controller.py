@@ -125,6 +125,9 @@ class BrokerController:
         self.connections = ClientsProcessor(self.clients, self.admin)
         self.settings = ConfigProcessor(config, self.store.config, self._settings_changed)
         self.on_clients_expired: Callable[[], None] = self._scan_clients
+        # an operator reset a group's offset (group, topic, queue id, offset): the remoting
+        # edge tells the group's live consumers (RESET_CONSUMER_CLIENT_OFFSET)
+        self.on_offset_reset: Callable[[str, str, int, int], None] = lambda *_: None
         self.registrar = BrokerRegistrar(
             config.namesrv_addrs,
             self.registration_request,

@@ -31,6 +31,9 @@ def remoting_server(ctrl: BrokerController) -> RemotingServer:
     admin = AdminHandlers(ctrl)
     clients = ClientHandlers(ctrl.clients, ctrl.topics, ctrl.queue_locks)
     ctrl.on_clients_expired = clients.scan_expired
+    ctrl.on_offset_reset = lambda group, topic, queue_id, offset: clients.reset_offset(
+        group, topic, cfg.broker_name, queue_id, offset
+    )
     for code in (C.SEND_MESSAGE, C.SEND_MESSAGE_V2, C.SEND_BATCH_MESSAGE):
         server.register(code, send.send)
     server.register(C.CONSUMER_SEND_MSG_BACK, send.send_back)

@@ -134,6 +134,20 @@ class ClientHandlers:
             log.info("a consumer of group %s expired", group)
             self.notify(group)
 
+    def reset_offset(
+        self, group: str, topic: str, broker_name: str, queue_id: int, offset: int
+    ) -> None:
+        """Tell the group's live consumers to consume a queue from ``offset``
+        (RESET_CONSUMER_CLIENT_OFFSET, oneway; body ``{"offsetTable": {"topic@broker@queueId":
+        offset}}``; the member that owns the queue acts on it)."""
+        body = orjson.dumps({"offsetTable": {f"{topic}@{broker_name}@{queue_id}": offset}})
+        ext = {"topic": topic, "group": group, "timestamp": "0", "isForce": "true"}
+        for conn in self.clients.consumer_conns(group):
+            if isinstance(conn, Channel) and not conn.closed:
+                conn.invoke_oneway(
+                    RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(ext), body)
+                )
+
     def notify(self, group: str) -> None:
         """Tell every member of ``group`` that it changed (oneway, as RocketMQ)."""
         for conn in self.clients.consumer_conns(group):

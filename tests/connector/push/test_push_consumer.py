@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 from push_helpers import create_topic, produce, wait_for
 
-from connector import ConsumeOrderlyStatus, ConsumeStatus, MessageQueue, PullConsumer, PushConsumer
+from connector import (
+    Admin,
+    ConsumeOrderlyStatus,
+    ConsumeStatus,
+    MessageQueue,
+    PullConsumer,
+    PushConsumer,
+)
 from connector.client.push.answers import parse_offset_table, running_info
 from connector.errors import ConfigError
 from connector.protocol.status import PullStatus
@@ -245,3 +252,25 @@ def test_orderly_suspend_consumes_the_same_batch_again_in_order(cluster: LocalCl
     with seen.lock:
         got = list(seen.msgs)
     assert got == [("m0", 0), ("m1", 0), ("m2", 0), ("m2", 1), ("m3", 0), ("m4", 0), ("m5", 0)]
+
+
+def test_an_admin_reset_reaches_a_live_consumer(cluster: LocalCluster) -> None:
+    """``pymq admin consumer reset`` (Admin.reset_offset): the broker tells the group's
+    members (RESET_CONSUMER_CLIENT_OFFSET) and the owner consumes from there again."""
+    create_topic(cluster, "PushAdminReset", queues=1)
+    produce(cluster, "PushAdminReset", [f"m{i}" for i in range(5)])
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(cluster, "push-admin-reset", listener) as c:
+        c.subscribe("PushAdminReset")
+        c.start()
+        wait_for("5 messages", lambda: len(seen.bodies()) >= 5)
+        with Admin(namesrv=cluster.namesrv_addr) as admin:
+            rows = admin.reset_offset("push-admin-reset", "PushAdminReset", 0)
+        assert sorted(r["offset"] for r in rows) == [0, 0]
+        wait_for("5 messages again", lambda: len(seen.bodies()) >= 10)
+    assert sorted(seen.bodies()) == sorted([f"m{i}" for i in range(5)] * 2)
