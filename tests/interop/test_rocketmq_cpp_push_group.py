@@ -78,3 +78,28 @@ def test_a_group_of_the_cpp_push_consumer_and_pymqs_splits_without_overlap(
     assert not cpp_ids & our_ids  # nothing twice
     assert not cpp_queues & our_queues  # no queue shared
     assert len(our_queues) == 4 and len(cpp_queues) == 4
+
+
+def test_the_cpp_orderly_push_consumer_locks_its_queues_on_pymqs_broker(
+    cluster: LocalCluster, cpp_client: CppClient
+) -> None:
+    """RocketMQ's orderly push consumer consumes only the queues it locked
+    (LOCK_BATCH_MQ): it gets everything, each key in order."""
+    topic, keys, per_key = "CppOrderly", [f"k{i}" for i in range(6)], 30
+    with Admin(namesrv=cluster.namesrv_addr) as admin:
+        admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
+        _wait("the topic on both brokers", lambda: len(admin.topic_route(topic).queues) == 2, 30)
+    with Producer(group="cpp-orderly-producer", namesrv=cluster.namesrv_addr) as producer:
+        for n in range(per_key):
+            for k in keys:
+                producer.send(Message(topic=topic, body=f"{k}:{n}".encode()), sharding_key=k)
+    res = cpp_client.push(
+        namesrv=cluster.namesrv_addr, topic=topic, group="CID_CPP_ORDERLY",
+        expected=len(keys) * per_key, orderly=True, thread_count=2, timeout_s=90,
+    )  # fmt: skip
+    assert res["ok"], res.get("error")
+    bodies = [m["body"] for m in res["messages"]]
+    assert set(bodies) == {f"{k}:{n}" for k in keys for n in range(per_key)}
+    for k in keys:
+        got = [int(b.split(":")[1]) for b in bodies if b.startswith(f"{k}:")]
+        assert got == sorted(got), k

@@ -397,7 +397,8 @@ class PushConsumer:
             self._give_up(mq)
         new = sorted(mine - owned)
         if new and self.settings.orderly and self.settings.clustering:
-            new = [mq for mq in new if mq in self._lock(new, fresh=True)]
+            held = self._lock(new, fresh=True)  # the others: at the next rebalance
+            new = [mq for mq in new if mq in held]
         for mq in new:
             self._take(mq)
         if owned != mine:
