@@ -109,7 +109,7 @@ class ConsumeService:
     def send_back(self, mq: MessageQueue, msg: MessageExt, delay_level: int) -> bool:
         """CONSUMER_SEND_MSG_BACK to the broker that stores ``msg``; False if it failed."""
         consumer = self.consumer
-        addr = consumer._master(mq.broker_name)
+        addr = consumer.brokers.master(mq.broker_name)
         if addr is None:
             return False
         ext = {

@@ -52,6 +52,7 @@ import orjson
 
 from connector.client.consumer import PullConsumer
 from connector.client.push.allocate import allocate
+from connector.client.push.brokers import GroupBrokers
 from connector.client.push.consume import ConsumeService
 from connector.client.push.offset_store import (
     LocalFileOffsetStore,
@@ -68,7 +69,6 @@ from connector.protocol.message import MessageExt, MessageQueue
 from connector.protocol.names import validate_group, validate_topic
 from connector.protocol.properties import PropertyKeys
 from connector.protocol.remoting import RemotingCommand, RequestCode
-from connector.protocol.route import TopicRouteData
 from connector.protocol.status import PullStatus
 from connector.remoting.client import RemotingConnection
 
@@ -132,7 +132,10 @@ class PushConsumer:
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._table_lock = threading.RLock()
         self._rebalance_lock = threading.Lock()  # one rebalance (or offset reset) at a time
-        self._routes: dict[str, TopicRouteData] = {}
+        self.brokers = GroupBrokers(
+            self.puller.rpc, self.puller.namesrv, group=self.group, client_id=self.client_id,
+            timeout_ms=timeout_ms,
+        )  # fmt: skip
         self._started = False
         self._start_on_subscribe = False  # entered as a context manager before subscribing
         self._stopping = False
@@ -161,7 +164,7 @@ class PushConsumer:
         if self._start_on_subscribe and not self._started:
             self.start()
         elif self._started:
-            self._heartbeat_all()
+            self.brokers.heartbeat_all(self.heartbeat_body())
             self._rebalance_now.set()
 
     def start(self) -> PushConsumer:
@@ -178,8 +181,8 @@ class PushConsumer:
         self._scheduler = Scheduler("pymq-push-scheduler")
         self._consume = ConsumeService(self, self._pool, self._scheduler)
         for topic in list(self.subscriptions):
-            self._refresh_route(topic)
-        self._heartbeat_all()
+            self.brokers.refresh_route(topic)
+        self.brokers.heartbeat_all(self.heartbeat_body())
         self.rebalance()
         self._service = threading.Thread(target=self._run, name="pymq-push-service", daemon=True)
         self._service.start()
@@ -205,7 +208,7 @@ class PushConsumer:
         self.offsets.persist(pqs)
         if self.settings.orderly and self.settings.clustering:
             self._unlock(list(pqs))
-        self._unregister()
+        self.brokers.unregister()
         self.puller.shutdown()
 
     def __enter__(self) -> PushConsumer:
@@ -243,14 +246,14 @@ class PushConsumer:
             try:
                 if now >= due["missing"]:  # a topic without a route yet (being created)
                     due["missing"] = now + _MISSING_ROUTE_RETRY_S
-                    if self._found_missing_routes():
-                        self._heartbeat_all()
+                    if self.brokers.found_missing_routes(list(self.subscriptions)):
+                        self.brokers.heartbeat_all(self.heartbeat_body())
                         notified = True
                 if now >= due["heartbeat"]:
                     due["heartbeat"] = now + s.heartbeat_broker_interval_ms / 1000
                     for topic in list(self.subscriptions):
-                        self._refresh_route(topic)
-                    self._heartbeat_all()
+                        self.brokers.refresh_route(topic)
+                    self.brokers.heartbeat_all(self.heartbeat_body())
                 if notified or now >= due["rebalance"]:
                     self._rebalance_now.clear()
                     due["rebalance"] = now + s.rebalance_interval_ms / 1000
@@ -265,36 +268,6 @@ class PushConsumer:
                 log.exception("the push consumer's service loop failed a round")
 
     # -- routes, heartbeats ------------------------------------------------------------
-
-    def _refresh_route(self, topic: str) -> TopicRouteData | None:
-        try:
-            route = self.puller.namesrv.topic_route(topic)
-        except PyMQError as exc:
-            log.warning("the route of %s could not be fetched: %s", topic, exc)
-            return self._routes.get(topic)
-        if route is not None:
-            self._routes[topic] = route
-        return route
-
-    def _found_missing_routes(self) -> bool:
-        """Ask again for the routes not known yet; True if one came."""
-        missing = [t for t in list(self.subscriptions) if t not in self._routes]
-        return any(self._refresh_route(topic) is not None for topic in missing)
-
-    def _master(self, broker_name: str) -> str | None:
-        for route in list(self._routes.values()):
-            for b in route.brokers:
-                if b.broker_name == broker_name and b.master_addr():
-                    return b.master_addr()
-        return None
-
-    def _masters(self) -> set[str]:
-        return {
-            addr
-            for route in list(self._routes.values())
-            for b in route.brokers
-            if (addr := b.master_addr())
-        }
 
     def heartbeat_body(self) -> bytes:
         subs = []
@@ -316,47 +289,6 @@ class PushConsumer:
             }],
         }  # fmt: skip
         return orjson.dumps(data)
-
-    def _heartbeat_all(self) -> None:
-        body = self.heartbeat_body()
-        for addr in self._masters():
-            try:
-                self.puller.rpc.call(
-                    addr, RequestCode.HEART_BEAT, None, body, timeout_s=self.timeout_ms / 1000
-                )
-            except PyMQError as exc:
-                log.warning("heartbeat to %s failed: %s", addr, exc)
-
-    def _unregister(self) -> None:
-        ext = {"clientID": self.client_id, "consumerGroup": self.group, "producerGroup": ""}
-        for addr in self._masters():
-            try:
-                self.puller.rpc.call(
-                    addr, RequestCode.UNREGISTER_CLIENT, ext, timeout_s=self.timeout_ms / 1000
-                )
-            except PyMQError as exc:
-                log.debug("unregistering from %s failed: %s", addr, exc)
-
-    def _client_ids(self, topic: str) -> list[str]:
-        route = self._routes.get(topic)
-        names = sorted({b.broker_name for b in route.brokers}) if route else []
-        for name in names:
-            addr = self._master(name)
-            if addr is None:
-                continue
-            try:
-                raw = self.puller.rpc.call_json(
-                    addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                    {"consumerGroup": self.group}, timeout_s=self.timeout_ms / 1000,
-                )  # fmt: skip
-            except PyMQError as exc:
-                log.debug("the consumer list of %s from %s failed: %s", self.group, addr, exc)
-                continue
-            if isinstance(raw, dict):
-                return [str(c) for c in raw.get("consumerIdList") or []]
-        return []
-
-    # -- rebalance ---------------------------------------------------------------------
 
     def rebalance(self) -> None:
         """Take this member's share of every subscribed topic now (see the module)."""
@@ -382,10 +314,10 @@ class PushConsumer:
                 self._take(mq)
 
     def _rebalance_topic(self, topic: str) -> None:
-        self._refresh_route(topic)
+        self.brokers.refresh_route(topic)
         queues = self.puller.fetch_queues(topic)
         if self.settings.clustering:
-            cids = self._client_ids(topic)
+            cids = self.brokers.client_ids(topic)
             if not cids:
                 return  # the brokers do not know the group yet: keep what is owned
             mine = set(allocate(self.settings.allocate, self.client_id, queues, cids))
@@ -452,42 +384,10 @@ class PushConsumer:
 
     # -- orderly: the brokers' queue locks ---------------------------------------------
 
-    def _lock_call(self, code: int, mqs: Sequence[MessageQueue]) -> dict[str, set[MessageQueue]]:
-        """LOCK_BATCH_MQ / UNLOCK_BATCH_MQ per broker; the queues each answered as locked."""
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in mqs:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
-        out: dict[str, set[MessageQueue]] = {}
-        for name, group in by_broker.items():
-            addr = self._master(name)
-            if addr is None:
-                continue
-            body = orjson.dumps({
-                "consumerGroup": self.group, "clientId": self.client_id, "onlyThisBroker": True,
-                "mqSet": [
-                    {"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id}
-                    for q in group
-                ],
-            })  # fmt: skip
-            try:
-                resp = self.puller.rpc.call(
-                    addr, code, None, body, timeout_s=self.timeout_ms / 1000
-                )
-            except PyMQError as exc:
-                log.warning("%s to %s failed: %s", RequestCode(code).name, addr, exc)
-                continue
-            if code == RequestCode.LOCK_BATCH_MQ:
-                raw = orjson.loads(resp.body) if resp.body else {}
-                out[name] = {
-                    MessageQueue(str(m["topic"]), str(m["brokerName"]), int(m["queueId"]))
-                    for m in raw.get("lockOKMQSet") or []
-                }
-        return out
-
     def _lock(self, mqs: Sequence[MessageQueue], *, fresh: bool = False) -> set[MessageQueue]:
         """Lock (renew) ``mqs``; the queues held. Owned queues learn whether they are."""
         held: set[MessageQueue] = set()
-        for got in self._lock_call(RequestCode.LOCK_BATCH_MQ, mqs).values():
+        for got in self.brokers.lock_call(RequestCode.LOCK_BATCH_MQ, mqs).values():
             held |= got
         if not fresh:
             now_ms = time.monotonic() * 1000
@@ -505,7 +405,7 @@ class PushConsumer:
 
     def _unlock(self, mqs: Sequence[MessageQueue]) -> None:
         if mqs:
-            self._lock_call(RequestCode.UNLOCK_BATCH_MQ, mqs)
+            self.brokers.lock_call(RequestCode.UNLOCK_BATCH_MQ, mqs)
 
     def lock_valid(self, pq: ProcessQueue) -> bool:
         """Orderly: whether ``pq``'s broker lock is held and recent enough to trust."""
