@@ -150,6 +150,35 @@ def test_flow_control_bounds_what_a_queue_holds(cluster: LocalCluster) -> None:
     assert 0 < peak[0] <= 20 + 8
 
 
+def test_flow_control_by_bytes_holds_a_slow_listeners_memory(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushFlowBytes", queues=1)
+    body = "x" * (100 << 10)  # 100 KiB
+    produce(cluster, "PushFlowBytes", [f"{i:04d}{body}" for i in range(40)])
+    seen = Seen()
+    peak = [0]
+
+    def slow(msgs: list[Any], context: Any) -> ConsumeStatus:
+        time.sleep(0.02)
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(
+        cluster, "push-flow-bytes", slow, pull_threshold_size_for_queue_mib=1, pull_batch_size=4,
+        consume_thread_min=1, consume_thread_max=1,
+    ) as c:  # fmt: skip
+        c.subscribe("PushFlowBytes")
+        c.start()
+
+        def done() -> bool:
+            for pq in list(c.process_queues.values()):
+                peak[0] = max(peak[0], pq.bytes)
+            return len(seen.bodies()) >= 40
+
+        wait_for("40 messages", done)
+    # pulls pause above 1 MiB held: at most one more pull's worth comes in (4 x 100 KiB)
+    assert (1 << 20) // 2 < peak[0] <= (1 << 20) + 4 * (100 << 10) + 4 * 4
+
+
 def test_shutdown_waits_for_batches_in_flight_and_commits_them(cluster: LocalCluster) -> None:
     create_topic(cluster, "PushInFlight", queues=1)
     bodies = [f"m{i}" for i in range(20)]
