@@ -85,6 +85,7 @@ _DRAIN_TIMEOUT_S = 10.0
 # had no route for is asked for this often, not only at the 30 s refresh: until then
 # no broker may have heard of this consumer
 _MISSING_ROUTE_RETRY_S = 0.5
+_UNLOCKED_SHARE_RETRY_S = 0.5
 
 
 class PushConsumer:
@@ -141,6 +142,9 @@ class PushConsumer:
         self._stopping = False
         self._stop = threading.Event()
         self._rebalance_now = threading.Event()
+        # orderly: part of this member's share was still locked by its last owner (which
+        # lets go once its batches are done): rebalance again soon, not in 20 s
+        self._unlocked_share = False
         self._service: threading.Thread | None = None
         self._scheduler: Scheduler | None = None
         self._pool: ThreadPoolExecutor | None = None
@@ -237,6 +241,7 @@ class PushConsumer:
             "persist": now + s.persist_consumer_offset_interval_ms / 1000,
             "lock": now + s.lock_renew_interval_ms / 1000,
             "missing": now + _MISSING_ROUTE_RETRY_S,
+            "unlocked": now + _UNLOCKED_SHARE_RETRY_S,
         }
         while not self._stop.is_set():
             notified = self._rebalance_now.wait(_TICK_S)
@@ -254,6 +259,9 @@ class PushConsumer:
                     for topic in list(self.subscriptions):
                         self.brokers.refresh_route(topic)
                     self.brokers.heartbeat_all(self.heartbeat_body())
+                if self._unlocked_share and now >= due["unlocked"]:
+                    due["unlocked"] = now + _UNLOCKED_SHARE_RETRY_S
+                    notified = True
                 if notified or now >= due["rebalance"]:
                     self._rebalance_now.clear()
                     due["rebalance"] = now + s.rebalance_interval_ms / 1000
@@ -293,6 +301,7 @@ class PushConsumer:
     def rebalance(self) -> None:
         """Take this member's share of every subscribed topic now (see the module)."""
         with self._rebalance_lock:
+            self._unlocked_share = False
             for topic in list(self.subscriptions):
                 if self._stopping:
                     return
@@ -329,7 +338,9 @@ class PushConsumer:
             self._give_up(mq)
         new = sorted(mine - owned)
         if new and self.settings.orderly and self.settings.clustering:
-            held = self._lock(new, fresh=True)  # the others: at the next rebalance
+            held = self._lock(new, fresh=True)
+            if len(held) < len(new):  # their last owner has not let go yet: ask again soon
+                self._unlocked_share = True
             new = [mq for mq in new if mq in held]
         for mq in new:
             self._take(mq)

@@ -303,3 +303,39 @@ def test_an_admin_reset_reaches_a_live_consumer(cluster: LocalCluster) -> None:
         assert sorted(r["offset"] for r in rows) == [0, 0]
         wait_for("5 messages again", lambda: len(seen.bodies()) >= 10)
     assert sorted(seen.bodies()) == sorted([f"m{i}" for i in range(5)] * 2)
+
+
+def test_an_orderly_member_joining_gets_its_share_once_the_locks_are_let_go(
+    cluster: LocalCluster,
+) -> None:
+    """The queues that move to a new orderly member are locked by the old owner until
+    it has given them up: the newcomer asks again within a second, not at the next
+    20 s rebalance."""
+    create_topic(cluster, "PushOrderlyJoin", queues=2)
+    produce(cluster, "PushOrderlyJoin", [f"m{i}" for i in range(8)])
+    busy = threading.Event()
+
+    def slow(msgs: list[Any], context: Any) -> ConsumeOrderlyStatus:
+        busy.set()
+        time.sleep(1.0)  # the queues it gives up stay locked until their batch is done
+        return ConsumeOrderlyStatus.SUCCESS
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeOrderlyStatus:
+        return ConsumeOrderlyStatus.SUCCESS
+
+    def topic_queues(c: PushConsumer) -> int:
+        return len([q for q in c.owned_queues() if q.topic == "PushOrderlyJoin"])
+
+    with consumer(cluster, "push-orderly-join", slow, orderly=True) as first:
+        first.subscribe("PushOrderlyJoin")
+        wait_for("the first member on all 4 queues", lambda: topic_queues(first) == 4, 30)
+        wait_for("the first member busy", busy.is_set, 30)
+        with consumer(cluster, "push-orderly-join", listener, orderly=True) as second:
+            second.subscribe("PushOrderlyJoin")
+            started = time.monotonic()
+            wait_for(
+                "2 and 2",
+                lambda: topic_queues(first) == 2 and topic_queues(second) == 2,
+                10,
+            )
+            assert time.monotonic() - started < 10
