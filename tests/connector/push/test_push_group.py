@@ -21,11 +21,15 @@ FAST = {
 
 
 def settled(members: list[Member], topic_queues: int) -> Callable[[], bool]:
-    """Every member's last report together: each queue owned once."""
+    """Every member's last report together: each queue owned once, by members that
+    all rebalanced (each holds its even share; a member that has not yet seen the
+    others would still hold them all)."""
 
     def check() -> bool:
         owned = [q for m in members for q in m.owned]
-        return len(owned) == topic_queues and len(set(owned)) == topic_queues
+        loads = [len(m.owned) for m in members]
+        balanced = min(loads) >= 1 and max(loads) - min(loads) <= 1
+        return balanced and len(owned) == topic_queues and len(set(owned)) == topic_queues
 
     return check
 
