@@ -58,6 +58,8 @@ class ClientManager:
         self.clock = clock
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self.producers: dict[str, dict[str, LiveClient]] = {}
+        # told (group, client id) of every consumer that leaves its group
+        self.on_consumer_dropped: Callable[[str, str], object] | None = None
 
     # -- heartbeats --------------------------------------------------------------------
 
@@ -176,6 +178,8 @@ class ClientManager:
         info = self.consumers.get(group)
         if info is None or info.clients.pop(client_id, None) is None:
             return False
+        if self.on_consumer_dropped is not None:
+            self.on_consumer_dropped(group, client_id)
         if not info.clients:
             del self.consumers[group]
         return True

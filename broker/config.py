@@ -124,6 +124,8 @@ class BrokerConfig:
     transaction_timeout_ms: int = 6_000  # a half undecided this long is checked back
     transaction_check_interval_ms: int = 30_000  # between check passes
     transaction_check_max: int = 15  # check-backs of one half before it is rolled back
+    # -- orderly consumers' queue locks (broker/queue_locks.py)
+    rebalance_lock_max_live_time_ms: int = 60_000  # a lock not renewed this long is free
     # -- access control (connector/server/acl): RocketMQ ACL 1.0's plain_acl.yml
     acl_enable: bool = False
     acl_file: Path | None = None  # required with acl_enable; reloaded when it changes

@@ -33,6 +33,7 @@ from broker.processors import AdminProcessor, PullMessageProcessor, SendMessageP
 from broker.processors.clients import ClientsProcessor
 from broker.processors.config import ConfigProcessor
 from broker.processors.send import SendOutcome
+from broker.queue_locks import QueueLocks
 from broker.registration import BrokerRegistrar
 from broker.schedule import ScheduleMessageService
 from broker.store.epochs import EpochFile
@@ -118,9 +119,15 @@ class BrokerController:
         self.metrics = BrokerMetrics(self.store)
         self.metrics.watch_ha(self.ha_status)
         self.clients = ClientManager()  # live producers and consumers, per group
+        # orderly consumers' queue locks, released as soon as their client leaves the group
+        self.queue_locks = QueueLocks(lock_max_live_time_ms=config.rebalance_lock_max_live_time_ms)
+        self.clients.on_consumer_dropped = self.queue_locks.release_client
         self.connections = ClientsProcessor(self.clients, self.admin)
         self.settings = ConfigProcessor(config, self.store.config, self._settings_changed)
         self.on_clients_expired: Callable[[], None] = self._scan_clients
+        # an operator reset a group's offset (group, topic, queue id, offset): the remoting
+        # edge tells the group's live consumers (RESET_CONSUMER_CLIENT_OFFSET)
+        self.on_offset_reset: Callable[[str, str, int, int], None] = lambda *_: None
         self.registrar = BrokerRegistrar(
             config.namesrv_addrs,
             self.registration_request,

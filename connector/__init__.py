@@ -1,6 +1,7 @@
 """pymq's client package: the producer, consumers, admin and the wire contract.
 
-    from connector import Producer, PullConsumer, Admin, Message, MessageQueue
+    from connector import Producer, PushConsumer, PullConsumer, Admin, Message, MessageQueue
+    from connector import ConsumeStatus, ConsumeOrderlyStatus
     from connector import SendResult, SendStatus, PullResult, PullStatus, MQFaultStrategy
 
 The client speaks RocketMQ's remoting protocol to NameServers and brokers
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from connector.client.consumer import PullConsumer
     from connector.client.latency import MQFaultStrategy
     from connector.client.producer import Producer
+    from connector.client.push import ConsumeOrderlyStatus, ConsumeStatus, PushConsumer
     from connector.client.results import PullResult, SendContext, SendMessageHook, SendResult
     from connector.client.transaction import (
         LocalTransactionState,
@@ -38,6 +40,9 @@ _WHERE = {
     "PullConsumer": "connector.client.consumer",
     "MQFaultStrategy": "connector.client.latency",
     "Producer": "connector.client.producer",
+    "PushConsumer": "connector.client.push",
+    "ConsumeStatus": "connector.client.push",
+    "ConsumeOrderlyStatus": "connector.client.push",
     "PullResult": "connector.client.results",
     "SendContext": "connector.client.results",
     "SendMessageHook": "connector.client.results",
@@ -55,6 +60,8 @@ _WHERE = {
 
 __all__ = [
     "Admin",
+    "ConsumeOrderlyStatus",
+    "ConsumeStatus",
     "LocalTransactionState",
     "MQFaultStrategy",
     "Message",
@@ -64,6 +71,7 @@ __all__ = [
     "PullConsumer",
     "PullResult",
     "PullStatus",
+    "PushConsumer",
     "PyMQError",
     "SendContext",
     "SendMessageHook",

@@ -29,8 +29,11 @@ def remoting_server(ctrl: BrokerController) -> RemotingServer:
     send = SendHandlers(ctrl)
     pull = PullHandlers(ctrl)
     admin = AdminHandlers(ctrl)
-    clients = ClientHandlers(ctrl.clients, ctrl.topics)
+    clients = ClientHandlers(ctrl.clients, ctrl.topics, ctrl.queue_locks)
     ctrl.on_clients_expired = clients.scan_expired
+    ctrl.on_offset_reset = lambda group, topic, queue_id, offset: clients.reset_offset(
+        group, topic, cfg.broker_name, queue_id, offset
+    )
     for code in (C.SEND_MESSAGE, C.SEND_MESSAGE_V2, C.SEND_BATCH_MESSAGE):
         server.register(code, send.send)
     server.register(C.CONSUMER_SEND_MSG_BACK, send.send_back)
@@ -58,6 +61,8 @@ def remoting_server(ctrl: BrokerController) -> RemotingServer:
     server.register(C.HEART_BEAT, clients.heartbeat)
     server.register(C.UNREGISTER_CLIENT, clients.unregister)
     server.register(C.GET_CONSUMER_LIST_BY_GROUP, clients.consumer_list)
+    server.register(C.LOCK_BATCH_MQ, clients.lock_batch)
+    server.register(C.UNLOCK_BATCH_MQ, clients.unlock_batch)
 
     def closed(channel: Channel) -> None:
         send.forget(channel)

@@ -1,6 +1,9 @@
 """Client bookkeeping over remoting: HEART_BEAT (34), UNREGISTER_CLIENT (35),
 GET_CONSUMER_LIST_BY_GROUP (38), and NOTIFY_CONSUMER_IDS_CHANGED (40) sent to
-a group's members whenever its membership changes, so they rebalance.
+a group's members whenever its membership changes, so they rebalance;
+orderly consumers' queue locks, LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42),
+body ``{consumerGroup, clientId, onlyThisBroker, mqSet: [{topic, brokerName,
+queueId}]}``, answered ``{lockOKMQSet: [...]}`` (``broker.queue_locks``).
 
 A heartbeat body is RocketMQ's HeartbeatData JSON: ``clientID``,
 ``producerDataSet: [{groupName}]``, ``consumerDataSet: [{groupName,
@@ -24,6 +27,7 @@ from typing import Any
 import orjson
 
 from broker.client_manager import ClientManager
+from broker.queue_locks import QueueKey, QueueLocks
 from broker.topic_manager import TopicManager
 from connector.errors import ClientError
 from connector.protocol.names import validate_group
@@ -40,9 +44,12 @@ def _text(value: Any) -> str:
 
 
 class ClientHandlers:
-    def __init__(self, clients: ClientManager, topics: TopicManager) -> None:
+    def __init__(
+        self, clients: ClientManager, topics: TopicManager, locks: QueueLocks | None = None
+    ) -> None:
         self.clients = clients
         self.topics = topics
+        self.locks = locks or QueueLocks()
 
     def heartbeat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         try:
@@ -107,6 +114,17 @@ class ClientHandlers:
             return request.response(1, remark=f"no consumer of group {group} is online")
         return request.response(body=orjson.dumps({"consumerIdList": ids}))
 
+    def lock_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        group, client_id, queues = _lock_body(request.body)
+        held = self.locks.try_lock(group, client_id, queues)
+        mqs = [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in held]
+        return request.response(body=orjson.dumps({"lockOKMQSet": mqs}))
+
+    def unlock_batch(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        group, client_id, queues = _lock_body(request.body)
+        self.locks.unlock(group, client_id, queues)
+        return request.response()
+
     def connection_closed(self, channel: Channel) -> None:
         for group in self.clients.connection_closed(channel):
             self.notify(group)
@@ -115,6 +133,20 @@ class ClientHandlers:
         for group in self.clients.scan_expired():
             log.info("a consumer of group %s expired", group)
             self.notify(group)
+
+    def reset_offset(
+        self, group: str, topic: str, broker_name: str, queue_id: int, offset: int
+    ) -> None:
+        """Tell the group's live consumers to consume a queue from ``offset``
+        (RESET_CONSUMER_CLIENT_OFFSET, oneway; body ``{"offsetTable": {"topic@broker@queueId":
+        offset}}``; the member that owns the queue acts on it)."""
+        body = orjson.dumps({"offsetTable": {f"{topic}@{broker_name}@{queue_id}": offset}})
+        ext = {"topic": topic, "group": group, "timestamp": "0", "isForce": "true"}
+        for conn in self.clients.consumer_conns(group):
+            if isinstance(conn, Channel) and not conn.closed:
+                conn.invoke_oneway(
+                    RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(ext), body)
+                )
 
     def notify(self, group: str) -> None:
         """Tell every member of ``group`` that it changed (oneway, as RocketMQ)."""
@@ -125,3 +157,26 @@ class ClientHandlers:
                         RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}
                     )
                 )
+
+
+def _lock_body(body: bytes | memoryview) -> tuple[str, str, list[QueueKey]]:
+    """A LOCK_BATCH_MQ / UNLOCK_BATCH_MQ body: group, client id, queues."""
+    try:
+        data = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        raise ClientError("the lock request body is not JSON") from None
+    if not isinstance(data, dict):
+        raise ClientError("the lock request body is not a JSON object")
+    group = validate_group(_text(data.get("consumerGroup")))
+    client_id = _text(data.get("clientId"))
+    if not client_id:
+        raise ClientError("the lock request has no clientId")
+    queues: list[QueueKey] = []
+    for mq in data.get("mqSet") or []:
+        if not isinstance(mq, dict):
+            raise ClientError("mqSet holds something that is not a queue")
+        try:
+            queues.append((_text(mq["topic"]), _text(mq["brokerName"]), int(mq["queueId"])))
+        except (KeyError, TypeError, ValueError):
+            raise ClientError("a queue of mqSet lacks topic, brokerName or queueId") from None
+    return group, client_id, queues

@@ -30,7 +30,10 @@ async def get_offset(ctrl: Ctrl, group: str, topic: str, queue_id: int) -> Consu
 async def put_offset(
     ctrl: Ctrl, group: str, topic: str, queue_id: int, body: OffsetCommit
 ) -> ConsumerOffset:
-    return ctrl.admin.commit_offset(group, topic, queue_id, body.offset)
+    committed = ctrl.admin.commit_offset(group, topic, queue_id, body.offset)
+    if body.notify_consumers:
+        ctrl.on_offset_reset(group, topic, queue_id, body.offset)
+    return committed
 
 
 @router.get("/consumers")

@@ -351,14 +351,16 @@ class Admin:
         return {"group": group, "connections": [clients[c] for c in sorted(clients)]}
 
     def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> list[dict[str, Any]]:
-        """Move the group's offsets in ``topic`` to the first message at/after a time."""
+        """Move the group's offsets in ``topic`` to the first message at/after a time;
+        the group's live push consumers are told, and consume from there."""
         validate_group(group)
         rows = []
         for name, addr, q in self.topic_queues(topic):
             qid = q["queue_id"]
             offset = self.offset_by_time(addr, topic, qid, timestamp_ms)
             self._call(
-                addr, "PUT", path("consumers", group, "offsets", topic, qid), {"offset": offset}
-            )
+                addr, "PUT", path("consumers", group, "offsets", topic, qid),
+                {"offset": offset, "notify_consumers": True},
+            )  # fmt: skip
             rows.append({"broker_name": name, "queue_id": qid, "offset": offset})
         return rows

@@ -46,7 +46,7 @@ from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCo
 from connector.protocol.route import TopicRouteData
 from connector.protocol.status import PullStatus
 from connector.protocol.tls import client_context, tls_settings
-from connector.remoting.client import DEFAULT_BUSY_POLL_US
+from connector.remoting.client import DEFAULT_BUSY_POLL_US, RequestHandler
 
 __all__ = ["PullCallback", "PullConsumer"]
 
@@ -128,13 +128,17 @@ class PullConsumer:
         secret_key: str | None = None,
         tls: bool = False,
         tls_ca_file: str | None = None,
+        on_request: RequestHandler | None = None,
     ) -> None:
         """``access_key`` / ``secret_key``: the account requests are signed with (servers
         with ACL on: SUB on the topics and the group); ``tls``: servers that serve TLS,
-        verified against ``tls_ca_file`` (else the system's CAs)."""
+        verified against ``tls_ca_file`` (else the system's CAs). ``on_request``: what
+        answers the brokers' calls (a push consumer's), on the connections' reader
+        threads."""
         self.group = validate_group(group)
         self.rpc = Rpc(
             busy_poll_us=busy_poll_us,
+            on_request=on_request,
             credentials=Credentials.of(access_key, secret_key),
             tls=client_context(tls_ca_file) if tls_settings(tls, tls_ca_file) else None,
         )

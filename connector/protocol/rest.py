@@ -161,6 +161,11 @@ class TopicStatus(_Model):
 
 class OffsetCommit(_Model):
     offset: int = Field(ge=0, le=MAX_I64)
+    notify_consumers: bool = Field(
+        default=False,
+        description="an operator's reset: the group's live consumers are told "
+        "(RESET_CONSUMER_CLIENT_OFFSET) and consume the queue from this offset",
+    )
 
 
 class ConsumerOffset(_Model):

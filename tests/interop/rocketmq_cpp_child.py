@@ -238,7 +238,7 @@ def _op_push(out: _Out, p: Mapping[str, Any], deadline: float) -> dict[str, Any]
             if expected is not None and count >= expected:
                 reached.set()
 
-    consumer = PushConsumer(p["group"])
+    consumer = PushConsumer(p["group"], orderly=bool(p.get("orderly", False)))
     consumer.set_namesrv_addr(p["namesrv"])
     _credentials(consumer, p)
     consumer.set_thread_count(p["thread_count"])

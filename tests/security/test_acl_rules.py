@@ -132,6 +132,8 @@ def test_what_requests_need() -> None:
         b'[{"topic":"T"},{"topic":"%RETRY%G"}]}]}',
     )
     assert remoting_needs(beat) == Needs.of(("group", "G", SUB), ("topic", "T", SUB))
+    lock = RemotingCommand(RequestCode.LOCK_BATCH_MQ, body=b'{"consumerGroup": "G2", "mqSet": []}')
+    assert remoting_needs(lock) == Needs.of(("group", "G2", SUB))
     assert remoting_needs(RemotingCommand(RequestCode.DELETE_TOPIC_IN_BROKER)).admin
     assert remoting_needs(RemotingCommand(RequestCode.REGISTER_BROKER)).admin
     assert remoting_needs(RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC)) == Needs()

@@ -2,7 +2,8 @@
 
 - send (10, 310, 320): PUB on the topic; a send to ``%RETRY%group`` needs SUB
   on the group instead (a consumer sending a message back);
-- send back (36), unregister (35), consumer list (38): SUB on the group;
+- send back (36), unregister (35), consumer list (38), queue locks (41, 42, the
+  group in the body): SUB on the group;
 - pull (11, 361), consumer offsets (14, 15): SUB on the topic and the group;
 - heartbeat (34): SUB on every group and topic its consumers subscribe;
 - queue offsets, query by key or time (12, 29-32): SUB on the topic;
@@ -64,6 +65,8 @@ def remoting_needs(request: RemotingCommand) -> Needs:
         return Needs.of((GROUP, ext.get("consumerGroup"), SUB))
     if code == C.HEART_BEAT:
         return _heartbeat_needs(request.body)
+    if code in (C.LOCK_BATCH_MQ, C.UNLOCK_BATCH_MQ):
+        return _lock_needs(request.body)
     if code in _TOPIC_SUB_CODES:
         return Needs.of((TOPIC, ext.get("topic") or "?", SUB))
     if code in _ADMIN_CODES:
@@ -91,3 +94,14 @@ def _heartbeat_needs(body: bytes | memoryview) -> Needs:
                 continue  # a consumer's own retry topic: its group's SUB covers it
             pairs.append((TOPIC, topic, SUB))
     return Needs.of(*pairs)
+
+
+def _lock_needs(body: bytes | memoryview) -> Needs:
+    """SUB on the group whose queues are locked (a body that does not parse needs the
+    group "?": refused unless every group may be read)."""
+    try:
+        data = orjson.loads(body) if len(body) else {}
+    except orjson.JSONDecodeError:
+        data = {}
+    group = data.get("consumerGroup") if isinstance(data, dict) else None
+    return Needs.of((GROUP, str(group or "?"), SUB))

@@ -1,0 +1,179 @@
+"""How a push consumer calls its listener: concurrently or orderly (RocketMQ's
+ConsumeMessageConcurrentlyService / ConsumeMessageOrderlyService).
+
+Concurrent: a pull answer is cut into batches of
+``consume_message_batch_max_size``, each a task of the consume pool. A batch
+answered ``RECONSUME_LATER`` (or whose listener raised) goes back to the
+broker, message by message, with CONSUMER_SEND_MSG_BACK: the broker stores it
+in ``%RETRY%group`` with delay level 3 + its reconsume count, or in
+``%DLQ%group`` once that count reaches ``max_reconsume_times``. A message the
+broker could not take back is consumed again here 5 s later. Broadcasting
+drops failed batches (RocketMQ's rule: there is no group retry topic to send
+them to).
+
+Orderly: one task at a time per queue (the queue's ``consume_lock``),
+taking batches in offset order while the broker's lock is valid;
+``SUSPEND_CURRENT_QUEUE_A_MOMENT`` puts the batch back and pauses the queue
+for ``suspend_current_queue_time_ms``; a batch suspended more than
+``max_reconsume_times`` times goes to the DLQ, and the queue goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from connector.client.push.process_queue import ProcessQueue
+from connector.client.push.scheduler import Scheduler
+from connector.client.push.status import ConsumeContext, ConsumeOrderlyStatus, ConsumeStatus
+from connector.errors import PyMQError
+from connector.protocol.message import MessageExt, MessageQueue
+from connector.protocol.remoting import RequestCode
+
+if TYPE_CHECKING:
+    from connector.client.push.consumer import PushConsumer
+
+__all__ = ["ConsumeService"]
+
+log = logging.getLogger(__name__)
+RECONSUME_LOCALLY_DELAY_S = 5.0
+DLQ_LEVEL = -1  # CONSUMER_SEND_MSG_BACK's delayLevel that sends straight to the DLQ
+
+
+class ConsumeService:
+    def __init__(self, consumer: PushConsumer, pool: ThreadPoolExecutor, scheduler: Scheduler):
+        self.consumer = consumer
+        self.pool = pool
+        self.scheduler = scheduler
+        self.settings = consumer.settings
+
+    def submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: Sequence[MessageExt]) -> None:
+        """Messages just put into ``pq``: to the listener."""
+        try:
+            if self.settings.orderly:
+                self.pool.submit(self._orderly, mq, pq)
+                return
+            n = self.settings.consume_message_batch_max_size
+            for i in range(0, len(msgs), n):
+                self.pool.submit(self._concurrently, mq, pq, list(msgs[i : i + n]))
+        except RuntimeError:  # the pool is shut down: the consumer is stopping
+            return
+
+    def _later(self, delay_s: float, fn: object, *args: object) -> None:
+        def go() -> None:
+            with contextlib.suppress(RuntimeError):
+                self.pool.submit(fn, *args)  # type: ignore[arg-type]
+
+        self.scheduler.call_later(delay_s, go)
+
+    # -- concurrently ------------------------------------------------------------------
+
+    def _concurrently(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        pq.enter()  # before the dropped check: a queue given up waits for this batch
+        try:
+            if pq.dropped:
+                return
+            try:
+                status = self.consumer.listener(msgs, ConsumeContext(mq))
+            except Exception:
+                log.exception("the listener raised on %d message(s) of %s", len(msgs), mq)
+                status = ConsumeStatus.RECONSUME_LATER
+            if not isinstance(status, ConsumeStatus):
+                if status is not None and status != ConsumeStatus.CONSUME_SUCCESS.value:
+                    log.warning("a listener answered %r: RECONSUME_LATER", status)
+                status = (
+                    ConsumeStatus.CONSUME_SUCCESS
+                    if status == ConsumeStatus.CONSUME_SUCCESS.value
+                    else ConsumeStatus.RECONSUME_LATER
+                )
+            failed: list[MessageExt] = []
+            if status is ConsumeStatus.RECONSUME_LATER:
+                if self.settings.clustering:
+                    failed = [m for m in msgs if not self.send_back(mq, m, 0)]
+                else:
+                    log.warning("broadcasting: %d failed message(s) of %s dropped", len(msgs), mq)
+            gone = {id(m) for m in failed}
+            done = [m for m in msgs if id(m) not in gone] if failed else msgs
+            offset = pq.remove(done)
+            self.consumer.offsets.update(mq, offset)
+            if failed:
+                for m in failed:
+                    m.reconsume_times += 1
+                self._later(RECONSUME_LOCALLY_DELAY_S, self._concurrently, mq, pq, failed)
+        finally:
+            pq.leave()
+
+    def send_back(self, mq: MessageQueue, msg: MessageExt, delay_level: int) -> bool:
+        """CONSUMER_SEND_MSG_BACK to the broker that stores ``msg``; False if it failed."""
+        consumer = self.consumer
+        addr = consumer.brokers.master(mq.broker_name)
+        if addr is None:
+            return False
+        ext = {
+            "offset": str(msg.commit_log_offset),
+            "group": consumer.group,
+            "delayLevel": str(delay_level),
+            "originMsgId": msg.msg_id,
+            "originTopic": msg.topic,
+            "unitMode": "false",
+            "maxReconsumeTimes": str(self.settings.max_reconsume_times),
+        }
+        try:
+            consumer.puller.rpc.call(
+                addr, RequestCode.CONSUMER_SEND_MSG_BACK, ext,
+                timeout_s=consumer.timeout_ms / 1000,
+            )  # fmt: skip
+        except PyMQError as exc:
+            log.warning("sending %s back to %s failed: %s", msg.msg_id, addr, exc)
+            return False
+        return True
+
+    # -- orderly -----------------------------------------------------------------------
+
+    def _orderly(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        while True:
+            if not pq.consume_lock.acquire(blocking=False):
+                return  # another thread consumes this queue; it goes on until it is empty
+            try:
+                suspended = self._orderly_run(mq, pq)
+            finally:
+                pq.consume_lock.release()
+            # messages that came while this thread was leaving: nobody else took them
+            if suspended or pq.dropped or pq.is_empty() or not self.consumer.lock_valid(pq):
+                return
+
+    def _orderly_run(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """Batches in order while the lock is valid; True if the queue was suspended."""
+        s = self.settings
+        while not pq.dropped and self.consumer.lock_valid(pq):
+            pq.enter()
+            try:
+                msgs = pq.take(s.consume_message_batch_max_size)
+                if not msgs:
+                    return False
+                ctx = ConsumeContext(mq, orderly=True)
+                ctx.suspend_current_queue_time_ms = s.suspend_current_queue_time_ms
+                try:
+                    status = self.consumer.listener(msgs, ctx)
+                except Exception:
+                    log.exception("the orderly listener raised on %s", mq)
+                    status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                if status in (ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.SUCCESS.value):
+                    self.consumer.offsets.update(mq, pq.commit())
+                    continue
+                back = pq.put_back()
+                if max(m.reconsume_times for m in back) > s.max_reconsume_times and all(
+                    self.send_back(mq, m, DLQ_LEVEL) for m in back
+                ):
+                    pq.take(len(back))  # in the DLQ now: past them
+                    self.consumer.offsets.update(mq, pq.commit())
+                    continue
+                delay_s = ctx.suspend_current_queue_time_ms / 1000
+                self._later(delay_s, self._orderly, mq, pq)
+                return True
+            finally:
+                pq.leave()
+        return False

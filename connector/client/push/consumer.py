@@ -1,0 +1,496 @@
+"""PushConsumer (RocketMQ's ``DefaultMQPushConsumer``): subscribe, and a listener is
+called with the messages of the queues this member of the group owns.
+
+    def listener(msgs, context):
+        return ConsumeStatus.CONSUME_SUCCESS      # or RECONSUME_LATER
+
+    with PushConsumer(group="g1", namesrv="127.0.0.1:9876", listener=listener) as c:
+        c.subscribe("T", "TagA || TagB")
+
+How it runs (threads: one service loop, one scheduler, the consume pool, and
+the connections' reader threads that receive pull answers):
+
+- **Membership**: a heartbeat to every master of the subscribed topics (each
+  subscription and, clustering, ``%RETRY%group``) at start and every
+  ``heartbeat_broker_interval_ms``; the brokers call back with
+  NOTIFY_CONSUMER_IDS_CHANGED when the group changes, which rebalances at once.
+- **Rebalance** (every ``rebalance_interval_ms`` and on notice): per topic,
+  the group's client ids from a broker and the queues from the route, this
+  member's share by the ``allocate`` strategy (``connector.client.push.allocate``;
+  broadcasting: every queue). A new queue starts from the committed offset
+  (else ``consume_from_where``); a queue given up stops pulling, waits
+  (bounded) for the batches in the listener, commits its offset, and only then
+  is forgotten (orderly: and unlocked on the broker).
+- **Pulls**: one long poll in flight per queue (``pull_async``: no thread per
+  queue); an answer's messages go to the queue's ``ProcessQueue`` and to the
+  consume pool, and the next pull goes out, unless the queue holds more than
+  ``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue_mib``
+  of bodies: then it waits (flow control).
+- **Consumption** (``connector.client.push.consume``): concurrent batches of
+  ``consume_message_batch_max_size``, or orderly (one thread a queue, only
+  while the broker's lock is held).
+- **Offsets**: in memory as batches finish (the smallest offset still
+  pending), persisted every ``persist_consumer_offset_interval_ms`` and at
+  shutdown: on the brokers (clustering) or a local file (broadcasting).
+- **The brokers' calls** (``connector.client.push.answers``):
+  GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY, RESET_CONSUMER_CLIENT_OFFSET.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from connector.client.consumer import PullConsumer
+from connector.client.push.allocate import allocate
+from connector.client.push.brokers import GroupBrokers
+from connector.client.push.consume import ConsumeService
+from connector.client.push.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    RemoteOffsetStore,
+)
+from connector.client.push.process_queue import ProcessQueue
+from connector.client.push.scheduler import Scheduler
+from connector.client.push.settings import DEFAULT_OFFSET_STORE_DIR, PushSettings
+from connector.client.results import PullResult
+from connector.errors import ConfigError, PyMQError
+from connector.protocol.hashing import parse_tags, tags_code
+from connector.protocol.message import MessageExt, MessageQueue
+from connector.protocol.names import validate_group, validate_topic
+from connector.protocol.properties import PropertyKeys
+from connector.protocol.remoting import RemotingCommand, RequestCode
+from connector.protocol.status import PullStatus
+from connector.remoting.client import RemotingConnection
+
+__all__ = ["Listener", "PushConsumer"]
+
+log = logging.getLogger(__name__)
+Listener = Callable[[list[MessageExt], Any], Any]
+RETRY_PREFIX = "%RETRY%"
+_TICK_S = 0.1
+_FLOW_CONTROL_DELAY_S = 0.05
+_NOT_LOCKED_DELAY_S = 0.5
+_DRAIN_TIMEOUT_S = 10.0
+# a subscribed topic (or the retry topic, made by the first heartbeat) the NameServer
+# had no route for is asked for this often, not only at the 30 s refresh: until then
+# no broker may have heard of this consumer
+_MISSING_ROUTE_RETRY_S = 0.5
+_UNLOCKED_SHARE_RETRY_S = 0.5
+
+
+class PushConsumer:
+    """A push consumer of a group. Settings: see ``PushSettings`` (RocketMQ's names).
+
+    ``instance_name`` makes the client id (``host@instance_name``); give a
+    broadcasting consumer a stable one to keep its offset file across restarts
+    (default: the process id and this object's). ``access_key`` /
+    ``secret_key`` / ``tls`` / ``tls_ca_file`` as every pymq client.
+    """
+
+    def __init__(
+        self,
+        *,
+        group: str,
+        listener: Listener,
+        namesrv: str | Sequence[str] | None = None,
+        instance_name: str | None = None,
+        timeout_ms: int = 3000,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: bool = False,
+        tls_ca_file: str | None = None,
+        offset_store_dir: str | Path | None = None,
+        **settings: Any,
+    ) -> None:
+        self.group = validate_group(group)
+        if not callable(listener):
+            raise ConfigError("listener must be callable: listener(msgs, context)")
+        self.listener = listener
+        self.settings = PushSettings(
+            offset_store_dir=Path(offset_store_dir or DEFAULT_OFFSET_STORE_DIR), **settings
+        )
+        self.instance_name = instance_name or f"{os.getpid()}-{id(self):x}"
+        self.client_id = f"{socket.gethostname()}@{self.instance_name}"
+        self.timeout_ms = timeout_ms
+        self.puller = PullConsumer(
+            group=group, namesrv=namesrv, timeout_ms=timeout_ms, read_ahead=False,
+            access_key=access_key, secret_key=secret_key, tls=tls, tls_ca_file=tls_ca_file,
+            on_request=self._on_request,
+        )  # fmt: skip
+        self.retry_topic = RETRY_PREFIX + self.group
+        self.subscriptions: dict[str, str] = {}  # topic -> expression
+        self.offsets: OffsetStore = self._offset_store()
+        self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self._table_lock = threading.RLock()
+        self._rebalance_lock = threading.Lock()  # one rebalance (or offset reset) at a time
+        self.brokers = GroupBrokers(
+            self.puller.rpc, self.puller.namesrv, group=self.group, client_id=self.client_id,
+            timeout_ms=timeout_ms,
+        )  # fmt: skip
+        self._started = False
+        self._start_on_subscribe = False  # entered as a context manager before subscribing
+        self._stopping = False
+        self._stop = threading.Event()
+        self._rebalance_now = threading.Event()
+        # orderly: part of this member's share was still locked by its last owner (which
+        # lets go once its batches are done): rebalance again soon, not in 20 s
+        self._unlocked_share = False
+        self._service: threading.Thread | None = None
+        self._scheduler: Scheduler | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._consume: ConsumeService | None = None
+        self.start_timestamp_ms = 0
+
+    def _offset_store(self) -> OffsetStore:
+        if self.settings.clustering:
+            return RemoteOffsetStore(self.puller.fetch_offset, self.puller.commit_offset)
+        name = self.client_id.replace("/", "_").replace(os.sep, "_")
+        path = self.settings.offset_store_dir / name / self.group / "offsets.json"
+        return LocalFileOffsetStore(path)
+
+    # -- the API -----------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume ``topic``'s messages whose tag is in ``expression`` ("A || B", "*")."""
+        validate_topic(topic)
+        parse_tags(expression)
+        self.subscriptions[topic] = expression or "*"
+        if self._start_on_subscribe and not self._started:
+            self.start()
+        elif self._started:
+            self.brokers.heartbeat_all(self.heartbeat_body())
+            self._rebalance_now.set()
+
+    def start(self) -> PushConsumer:
+        if self._started:
+            return self
+        if not self.subscriptions:
+            raise ConfigError("subscribe to a topic before start()")
+        if self.settings.clustering:
+            self.subscriptions.setdefault(self.retry_topic, "*")
+        self._started = True
+        self.start_timestamp_ms = int(time.time() * 1000)
+        s = self.settings
+        self._pool = ThreadPoolExecutor(s.consume_thread_max, thread_name_prefix="pymq-consume")
+        self._scheduler = Scheduler("pymq-push-scheduler")
+        self._consume = ConsumeService(self, self._pool, self._scheduler)
+        for topic in list(self.subscriptions):
+            self.brokers.refresh_route(topic)
+        self.brokers.heartbeat_all(self.heartbeat_body())
+        self.rebalance()
+        self._service = threading.Thread(target=self._run, name="pymq-push-service", daemon=True)
+        self._service.start()
+        return self
+
+    def shutdown(self) -> None:
+        """Stop pulling, let the batches in the listener finish (batches not started are
+        left: they are pulled again), commit the offsets, unlock, leave the group."""
+        if not self._started or self._stopping:
+            self.puller.shutdown()
+            return
+        self._stopping = True
+        self._stop.set()
+        if self._service is not None:
+            self._service.join(30)
+        assert self._scheduler is not None and self._pool is not None
+        self._scheduler.stop()
+        with self._table_lock:
+            pqs = dict(self.process_queues)
+        for pq in pqs.values():
+            pq.dropped = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.offsets.persist(pqs)
+        if self.settings.orderly and self.settings.clustering:
+            self._unlock(list(pqs))
+        self.brokers.unregister()
+        self.puller.shutdown()
+
+    def __enter__(self) -> PushConsumer:
+        """Starts now if subscribed, else at the first ``subscribe`` in the block."""
+        if self.subscriptions:
+            return self.start()
+        self._start_on_subscribe = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def owned_queues(self) -> list[MessageQueue]:
+        """The queues this member consumes now (its retry topic's included), sorted."""
+        with self._table_lock:
+            return sorted(mq for mq, pq in self.process_queues.items() if not pq.dropped)
+
+    # -- the service loop --------------------------------------------------------------
+
+    def _run(self) -> None:
+        s = self.settings
+        now = time.monotonic()
+        due = {
+            "rebalance": now + s.rebalance_interval_ms / 1000,
+            "heartbeat": now + s.heartbeat_broker_interval_ms / 1000,
+            "persist": now + s.persist_consumer_offset_interval_ms / 1000,
+            "lock": now + s.lock_renew_interval_ms / 1000,
+            "missing": now + _MISSING_ROUTE_RETRY_S,
+            "unlocked": now + _UNLOCKED_SHARE_RETRY_S,
+        }
+        while not self._stop.is_set():
+            notified = self._rebalance_now.wait(_TICK_S)
+            if self._stop.is_set():
+                return
+            now = time.monotonic()
+            try:
+                if now >= due["missing"]:  # a topic without a route yet (being created)
+                    due["missing"] = now + _MISSING_ROUTE_RETRY_S
+                    if self.brokers.found_missing_routes(list(self.subscriptions)):
+                        self.brokers.heartbeat_all(self.heartbeat_body())
+                        notified = True
+                if now >= due["heartbeat"]:
+                    due["heartbeat"] = now + s.heartbeat_broker_interval_ms / 1000
+                    for topic in list(self.subscriptions):
+                        self.brokers.refresh_route(topic)
+                    self.brokers.heartbeat_all(self.heartbeat_body())
+                if self._unlocked_share and now >= due["unlocked"]:
+                    due["unlocked"] = now + _UNLOCKED_SHARE_RETRY_S
+                    notified = True
+                if notified or now >= due["rebalance"]:
+                    self._rebalance_now.clear()
+                    due["rebalance"] = now + s.rebalance_interval_ms / 1000
+                    self.rebalance()
+                if now >= due["persist"]:
+                    due["persist"] = now + s.persist_consumer_offset_interval_ms / 1000
+                    self.offsets.persist(self.owned_queues())
+                if s.orderly and s.clustering and now >= due["lock"]:
+                    due["lock"] = now + s.lock_renew_interval_ms / 1000
+                    self._lock(self.owned_queues())
+            except Exception:  # a defect: logged, the loop goes on
+                log.exception("the push consumer's service loop failed a round")
+
+    # -- routes, heartbeats ------------------------------------------------------------
+
+    def heartbeat_body(self) -> bytes:
+        subs = []
+        for topic, expr in sorted(self.subscriptions.items()):
+            tags = sorted(parse_tags(expr) or ())
+            subs.append({
+                "classFilterMode": False, "topic": topic, "subString": expr,
+                "tagsSet": tags, "codeSet": [tags_code(t) for t in tags],
+                "subVersion": self.start_timestamp_ms, "expressionType": "TAG",
+            })  # fmt: skip
+        data = {
+            "clientID": self.client_id,
+            "producerDataSet": [],
+            "consumerDataSet": [{
+                "groupName": self.group, "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": self.settings.message_model,
+                "consumeFromWhere": self.settings.consume_from_where,
+                "subscriptionDataSet": subs, "unitMode": False,
+            }],
+        }  # fmt: skip
+        return orjson.dumps(data)
+
+    def rebalance(self) -> None:
+        """Take this member's share of every subscribed topic now (see the module)."""
+        with self._rebalance_lock:
+            self._unlocked_share = False
+            for topic in list(self.subscriptions):
+                if self._stopping:
+                    return
+                try:
+                    self._rebalance_topic(topic)
+                except PyMQError as exc:
+                    log.warning("rebalancing %s failed: %s", topic, exc)
+
+    def reset_queue(self, mq: MessageQueue, offset: int) -> None:
+        """Consume owned ``mq`` from ``offset`` (RESET_CONSUMER_CLIENT_OFFSET): given up
+        as in a rebalance, its offset set and committed, then taken again."""
+        with self._rebalance_lock:
+            self._give_up(mq)
+            self.offsets.update(mq, offset, increase_only=False)
+            self.offsets.persist([mq])
+            self.offsets.remove(mq)
+            orderly = self.settings.orderly and self.settings.clustering
+            if not orderly or mq in self._lock([mq], fresh=True):
+                self._take(mq)
+
+    def _rebalance_topic(self, topic: str) -> None:
+        self.brokers.refresh_route(topic)
+        queues = self.puller.fetch_queues(topic)
+        if self.settings.clustering:
+            cids = self.brokers.client_ids(topic)
+            if not cids:
+                return  # the brokers do not know the group yet: keep what is owned
+            mine = set(allocate(self.settings.allocate, self.client_id, queues, cids))
+        else:
+            mine = set(queues)
+        with self._table_lock:
+            owned = {mq for mq, pq in self.process_queues.items() if mq.topic == topic}
+        for mq in sorted(owned - mine):
+            self._give_up(mq)
+        new = sorted(mine - owned)
+        if new and self.settings.orderly and self.settings.clustering:
+            held = self._lock(new, fresh=True)
+            if len(held) < len(new):  # their last owner has not let go yet: ask again soon
+                self._unlocked_share = True
+            new = [mq for mq in new if mq in held]
+        for mq in new:
+            self._take(mq)
+        if owned != mine:
+            log.info("%s owns %d queue(s) of %s", self.client_id, len(mine), topic)
+
+    def _take(self, mq: MessageQueue) -> None:
+        try:
+            offset = self._start_offset(mq)
+        except PyMQError as exc:
+            log.warning("the start offset of %s could not be found: %s", mq, exc)
+            if self.settings.orderly and self.settings.clustering:
+                self._unlock([mq])
+            return
+        pq = ProcessQueue()
+        if self.settings.orderly and self.settings.clustering:
+            pq.locked, pq.last_lock_ms = True, time.monotonic() * 1000
+        self.offsets.update(mq, offset, increase_only=False)
+        with self._table_lock:
+            self.process_queues[mq] = pq
+        log.info("%s takes %s from offset %d", self.client_id, mq, offset)
+        self._pull_later(mq, pq, offset, 0)
+
+    def _start_offset(self, mq: MessageQueue) -> int:
+        offset = self.offsets.read(mq)
+        if offset >= 0:
+            return offset
+        where = self.settings.consume_from_where
+        if mq.topic.startswith(RETRY_PREFIX) or where == "CONSUME_FROM_FIRST_OFFSET":
+            return self.puller.min_offset(mq)
+        if where == "CONSUME_FROM_TIMESTAMP":
+            return self.puller.search_offset(mq, self.settings.timestamp_ms())
+        return self.puller.max_offset(mq)
+
+    def _give_up(self, mq: MessageQueue) -> None:
+        """Stop consuming ``mq``: no more pulls, the batches in the listener finish
+        (bounded), the offset is committed, then the queue is forgotten."""
+        with self._table_lock:
+            pq = self.process_queues.get(mq)
+        if pq is None:
+            return
+        pq.dropped = True
+        if not pq.wait_idle(_DRAIN_TIMEOUT_S):
+            log.warning("%s still consuming after %.0f s: giving it up", mq, _DRAIN_TIMEOUT_S)
+        self.offsets.persist([mq])
+        log.info("%s gives up %s at offset %d", self.client_id, mq, self.offsets.get(mq))
+        with self._table_lock:
+            self.process_queues.pop(mq, None)
+        self.offsets.remove(mq)
+        if self.settings.orderly and self.settings.clustering:
+            self._unlock([mq])
+
+    # -- orderly: the brokers' queue locks ---------------------------------------------
+
+    def _lock(self, mqs: Sequence[MessageQueue], *, fresh: bool = False) -> set[MessageQueue]:
+        """Lock (renew) ``mqs``; the queues held. Owned queues learn whether they are."""
+        held: set[MessageQueue] = set()
+        for got in self.brokers.lock_call(RequestCode.LOCK_BATCH_MQ, mqs).values():
+            held |= got
+        if not fresh:
+            now_ms = time.monotonic() * 1000
+            with self._table_lock:
+                for mq in mqs:
+                    pq = self.process_queues.get(mq)
+                    if pq is None:
+                        continue
+                    pq.locked = mq in held
+                    if pq.locked:
+                        pq.last_lock_ms = now_ms
+                        if not pq.is_empty() and self._consume is not None:
+                            self._consume.submit(mq, pq, [])  # held back while unlocked
+        return held
+
+    def _unlock(self, mqs: Sequence[MessageQueue]) -> None:
+        if mqs:
+            self.brokers.lock_call(RequestCode.UNLOCK_BATCH_MQ, mqs)
+
+    def lock_valid(self, pq: ProcessQueue) -> bool:
+        """Orderly: whether ``pq``'s broker lock is held and recent enough to trust."""
+        if not self.settings.clustering:
+            return True
+        age_ms = time.monotonic() * 1000 - pq.last_lock_ms
+        return pq.locked and age_ms < self.settings.lock_lost_after_ms
+
+    # -- pulls -------------------------------------------------------------------------
+
+    def _pull_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int, delay_s: float) -> None:
+        if self._scheduler is not None and not self._stopping:
+            self._scheduler.call_later(delay_s, lambda: self._pull(mq, pq, offset))
+
+    def _pull(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        s = self.settings
+        if pq.dropped or self._stopping:
+            return
+        if pq.count > s.pull_threshold_for_queue or pq.bytes > s.pull_threshold_bytes:
+            self._pull_later(mq, pq, offset, _FLOW_CONTROL_DELAY_S)  # flow control
+            return
+        if s.orderly and not self.lock_valid(pq):
+            self._pull_later(mq, pq, offset, _NOT_LOCKED_DELAY_S)
+            return
+        expression = self.subscriptions.get(mq.topic, "*")
+
+        def answered(result: PullResult | None, error: BaseException | None) -> None:
+            if result is None:
+                log.debug("pulling %s at %d failed: %s", mq, offset, error)
+                self._pull_later(mq, pq, offset, s.pull_time_delay_ms_when_exception / 1000)
+                return
+            self._pulled(mq, pq, offset, result)
+
+        try:
+            self.puller.pull_async(
+                mq, offset, answered, s.pull_batch_size, tags=expression,
+                wait_ms=s.broker_suspend_max_time_ms,
+            )  # fmt: skip
+        except PyMQError as exc:
+            log.debug("pulling %s failed: %s", mq, exc)
+            self._pull_later(mq, pq, offset, s.pull_time_delay_ms_when_exception / 1000)
+
+    def _pulled(self, mq: MessageQueue, pq: ProcessQueue, offset: int, res: PullResult) -> None:
+        """A pull answer, on a connection's reader thread: keep it short."""
+        if pq.dropped or self._stopping:
+            return
+        nxt = res.next_begin_offset
+        if res.status is PullStatus.FOUND and res.messages:
+            msgs = res.messages
+            if mq.topic == self.retry_topic:
+                for m in msgs:  # the listener sees the topic the message was sent to
+                    m.topic = m.properties.get(PropertyKeys.RETRY_TOPIC, m.topic)
+            pq.put(msgs)  # before advance: a batch done meanwhile must not commit past them
+            pq.advance(nxt)
+            assert self._consume is not None
+            self._consume.submit(mq, pq, msgs)
+        elif res.status is PullStatus.OFFSET_ILLEGAL:
+            log.warning("%s: offset %d illegal, going on from %d", mq, offset, nxt)
+            self.offsets.update(mq, nxt, increase_only=False)
+        else:
+            pq.advance(nxt)
+            if pq.is_empty():  # nothing (or nothing matching): progress past it
+                self.offsets.update(mq, nxt)
+        self._pull_later(mq, pq, nxt, 0)
+
+    # -- the brokers' calls ------------------------------------------------------------
+
+    def _on_request(self, conn: RemotingConnection, cmd: RemotingCommand) -> None:
+        if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            log.info("the brokers say group %s changed: rebalancing", self.group)
+            self._rebalance_now.set()
+            return
+        from connector.client.push.answers import answer  # noqa: PLC0415 - rarely used
+
+        threading.Thread(
+            target=answer, args=(self, conn, cmd), name="pymq-push-answer", daemon=True
+        ).start()

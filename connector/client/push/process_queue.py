@@ -1,0 +1,127 @@
+"""A push consumer's state for one owned queue (RocketMQ's ProcessQueue): the
+messages pulled and not yet consumed, by queue offset, with their count and
+bytes for flow control. Pure state; thread-safe.
+
+Concurrent consumption removes a batch once consumed; the offset to commit
+is then the smallest offset still held (nothing below it is pending), or
+the next to pull when nothing is. Orderly consumption takes batches in
+offset order into a "consuming" set and commits past them at SUCCESS, or
+puts them back at SUSPEND.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from connector.protocol.message import MessageExt
+
+__all__ = ["ProcessQueue"]
+
+
+class ProcessQueue:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._msgs: dict[int, MessageExt] = {}  # queue offset -> message, not yet consumed
+        self._consuming: dict[int, MessageExt] = {}  # orderly: taken, not yet committed
+        self.count = 0
+        self.bytes = 0
+        self.max_offset = -1  # the highest offset ever put
+        self.next_offset = -1  # where the next pull starts (past messages filtered out)
+        self.dropped = False  # given up (rebalance, shutdown): pull and consume no more
+        self.locked = False  # orderly: the broker's lock is held
+        self.last_lock_ms = 0.0
+        self.in_flight = 0  # batches in the listener now
+        self.consume_lock = threading.Lock()  # orderly: one thread a queue at a time
+        self._idle = threading.Condition(self._lock)
+
+    def advance(self, next_offset: int) -> None:
+        """A pull answered: the queue is read up to ``next_offset`` (what it skipped,
+        messages of other tags, needs no consuming)."""
+        with self._lock:
+            self.next_offset = max(self.next_offset, next_offset)
+
+    def put(self, msgs: Sequence[MessageExt]) -> None:
+        with self._lock:
+            for m in msgs:
+                if m.queue_offset not in self._msgs and m.queue_offset not in self._consuming:
+                    self._msgs[m.queue_offset] = m
+                    self.count += 1
+                    self.bytes += len(m.body)
+                self.max_offset = max(self.max_offset, m.queue_offset)
+
+    def _forget(self, m: MessageExt) -> None:
+        self.count -= 1
+        self.bytes -= len(m.body)
+
+    def remove(self, msgs: Sequence[MessageExt]) -> int:
+        """Consumed (or sent back): the offset to commit now, or -1 if none was held."""
+        with self._lock:
+            for m in msgs:
+                held = self._msgs.pop(m.queue_offset, None)
+                if held is not None:
+                    self._forget(held)
+            if self._msgs:
+                return min(self._msgs)
+            return max(self.next_offset, self.max_offset + 1 if self.max_offset >= 0 else -1)
+
+    def is_empty(self) -> bool:
+        with self._lock:
+            return not self._msgs and not self._consuming
+
+    # -- orderly -----------------------------------------------------------------------
+
+    def take(self, n: int) -> list[MessageExt]:
+        """Orderly: the next ``n`` messages in offset order, moved to "consuming"."""
+        with self._lock:
+            out = []
+            for offset in sorted(self._msgs)[:n]:
+                m = self._msgs.pop(offset)
+                self._consuming[offset] = m
+                out.append(m)
+            return out
+
+    def commit(self) -> int:
+        """Orderly SUCCESS: the taken batch done; the offset to commit (-1: none)."""
+        with self._lock:
+            if not self._consuming:
+                return -1
+            top = max(self._consuming)
+            for m in self._consuming.values():
+                self._forget(m)
+            self._consuming.clear()
+            return min(self._msgs) if self._msgs else max(top + 1, self.next_offset)
+
+    def put_back(self) -> list[MessageExt]:
+        """Orderly SUSPEND: the taken batch to consume again (its reconsume count up)."""
+        with self._lock:
+            back = list(self._consuming.values())
+            for m in back:
+                m.reconsume_times += 1
+                self._msgs[m.queue_offset] = m
+            self._consuming.clear()
+            return back
+
+    # -- draining ----------------------------------------------------------------------
+
+    def enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+            if self.in_flight == 0:
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait (bounded) until no batch of this queue is in the listener."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while self.in_flight:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(left)
+            return True

@@ -1,0 +1,341 @@
+"""PushConsumer in this process against a real cluster: tags, retries to %RETRY% and
+the DLQ, listener exceptions, flow control, shutdown with batches in flight, and
+the answers to the brokers' calls."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from push_helpers import create_topic, produce, wait_for
+
+from connector import (
+    Admin,
+    ConsumeOrderlyStatus,
+    ConsumeStatus,
+    MessageQueue,
+    PullConsumer,
+    PushConsumer,
+)
+from connector.client.push.answers import parse_offset_table, running_info
+from connector.errors import ConfigError
+from connector.protocol.status import PullStatus
+from connector.server.local import LocalCluster
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.msgs: list[Any] = []
+
+    def add(self, msgs: list[Any]) -> None:
+        with self.lock:
+            self.msgs.extend(msgs)
+
+    def bodies(self) -> list[str]:
+        with self.lock:
+            return [m.body.decode() for m in self.msgs]
+
+
+def consumer(cluster: LocalCluster, group: str, listener: Any, **kw: Any) -> PushConsumer:
+    kw.setdefault("consume_from_where", "CONSUME_FROM_FIRST_OFFSET")
+    return PushConsumer(group=group, namesrv=cluster.namesrv_addr, listener=listener, **kw)
+
+
+def test_it_consumes_the_tags_subscribed_and_commits(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushTags")
+    produce(cluster, "PushTags", [f"a{i}" for i in range(20)], tags="A")
+    produce(cluster, "PushTags", [f"b{i}" for i in range(20)], tags="B")
+    produce(cluster, "PushTags", [f"c{i}" for i in range(20)], tags="C")
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(cluster, "push-tags", listener) as c:
+        c.subscribe("PushTags", "A || B")
+        c.start()
+        wait_for("40 messages", lambda: len(seen.bodies()) >= 40)
+        assert len(c.owned_queues()) == 8 + 2  # 2 brokers x 4, and the retry topic on each
+    assert sorted(seen.bodies()) == sorted(
+        [f"a{i}" for i in range(20)] + [f"b{i}" for i in range(20)]
+    )
+    with PullConsumer(group="push-tags", namesrv=cluster.namesrv_addr) as pull:
+        committed = {mq: pull.fetch_offset(mq) for mq in pull.fetch_queues("PushTags")}
+        ends = {mq: pull.max_offset(mq) for mq in committed}
+    assert committed == ends  # past the C messages too
+
+
+def test_reconsume_later_goes_to_retry_then_dlq(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushRetry", queues=1)
+    produce(cluster, "PushRetry", ["doomed"])
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        return ConsumeStatus.RECONSUME_LATER
+
+    with consumer(cluster, "push-retry", listener, max_reconsume_times=2) as c:
+        c.subscribe("PushRetry")
+        c.start()
+        wait_for("3 deliveries", lambda: len(seen.bodies()) >= 3)
+        with PullConsumer(group="push-retry-dlq-reader", namesrv=cluster.namesrv_addr) as pull:
+
+            def in_dlq() -> bool:
+                try:
+                    mq = pull.fetch_queues("%DLQ%push-retry")[0]
+                except Exception:  # noqa: BLE001 - not created yet
+                    return False
+                res = pull.pull(mq, 0, 32)
+                return res.status is PullStatus.FOUND and res.messages[0].body == b"doomed"
+
+            wait_for("the message in %DLQ%push-retry", in_dlq, 30)
+        time.sleep(0.5)  # bounded: would a fourth delivery come? (the DLQ is the end)
+    with seen.lock:
+        assert [(m.topic, m.reconsume_times) for m in seen.msgs] == [
+            ("PushRetry", 0), ("PushRetry", 1), ("PushRetry", 2),
+        ]  # fmt: skip
+
+
+def test_a_listener_exception_is_retried(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushRaise", queues=1)
+    produce(cluster, "PushRaise", ["x"])
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        if msgs[0].reconsume_times == 0:
+            raise RuntimeError("the first time fails")
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(cluster, "push-raise", listener) as c:
+        c.subscribe("PushRaise")
+        c.start()
+        wait_for("the retry", lambda: len(seen.bodies()) >= 2)
+    with seen.lock:
+        assert [(m.body, m.topic, m.reconsume_times) for m in seen.msgs] == [
+            (b"x", "PushRaise", 0), (b"x", "PushRaise", 1),
+        ]  # fmt: skip
+
+
+def test_flow_control_bounds_what_a_queue_holds(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushFlow", queues=1)
+    produce(cluster, "PushFlow", [f"m{i}" for i in range(300)])
+    seen = Seen()
+    peak = [0]
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        time.sleep(0.002)
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(
+        cluster, "push-flow", listener, pull_threshold_for_queue=20, pull_batch_size=8,
+        consume_thread_min=1, consume_thread_max=1,
+    ) as c:  # fmt: skip
+        c.subscribe("PushFlow")
+        c.start()
+
+        def done() -> bool:
+            for pq in list(c.process_queues.values()):
+                peak[0] = max(peak[0], pq.count)
+            return len(seen.bodies()) >= 300
+
+        wait_for("300 messages", done)
+    # a pull goes out only while the queue holds at most the threshold
+    assert 0 < peak[0] <= 20 + 8
+
+
+def test_flow_control_by_bytes_holds_a_slow_listeners_memory(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushFlowBytes", queues=1)
+    body = "x" * (100 << 10)  # 100 KiB
+    produce(cluster, "PushFlowBytes", [f"{i:04d}{body}" for i in range(40)])
+    seen = Seen()
+    peak = [0]
+
+    def slow(msgs: list[Any], context: Any) -> ConsumeStatus:
+        time.sleep(0.02)
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(
+        cluster, "push-flow-bytes", slow, pull_threshold_size_for_queue_mib=1, pull_batch_size=4,
+        consume_thread_min=1, consume_thread_max=1,
+    ) as c:  # fmt: skip
+        c.subscribe("PushFlowBytes")
+        c.start()
+
+        def done() -> bool:
+            for pq in list(c.process_queues.values()):
+                peak[0] = max(peak[0], pq.bytes)
+            return len(seen.bodies()) >= 40
+
+        wait_for("40 messages", done)
+    # pulls pause above 1 MiB held: at most one more pull's worth comes in (4 x 100 KiB)
+    assert (1 << 20) // 2 < peak[0] <= (1 << 20) + 4 * (100 << 10) + 4 * 4
+
+
+def test_shutdown_waits_for_batches_in_flight_and_commits_them(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushInFlight", queues=1)
+    bodies = [f"m{i}" for i in range(20)]
+    produce(cluster, "PushInFlight", bodies)
+    started, finished = Seen(), Seen()
+
+    def slow(msgs: list[Any], context: Any) -> ConsumeStatus:
+        started.add(msgs)
+        time.sleep(0.3)
+        finished.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = consumer(cluster, "push-inflight", slow, consume_thread_min=1, consume_thread_max=1)
+    c.subscribe("PushInFlight")
+    c.start()
+    wait_for("3 batches started", lambda: len(started.bodies()) >= 3)
+    c.shutdown()
+    assert started.bodies() == finished.bodies()  # the one in the listener finished
+    first = set(finished.bodies())
+    rest = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        rest.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(cluster, "push-inflight", listener) as again:
+        again.subscribe("PushInFlight")
+        again.start()
+        wait_for("the rest", lambda: len(rest.bodies()) >= len(bodies) - len(first))
+        time.sleep(0.5)  # bounded: nothing consumed twice comes after the rest
+    assert sorted(rest.bodies()) == sorted(set(bodies) - first)
+
+
+def test_running_info_and_an_offset_reset(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushReset", queues=1)
+    produce(cluster, "PushReset", [f"m{i}" for i in range(5)])
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(cluster, "push-reset", listener, allocate="sticky") as c:
+        c.subscribe("PushReset")
+        c.start()
+        wait_for("5 messages", lambda: len(seen.bodies()) >= 10 // 2)
+        info = running_info(c)
+        assert info["properties"]["allocate"] == "sticky"
+        assert {s["topic"] for s in info["subscriptionSet"]} == {"PushReset", "%RETRY%push-reset"}
+        mine = [mq for mq in c.owned_queues() if mq.topic == "PushReset"]
+        assert [info["mqTable"][f"PushReset@{mq.broker_name}@0"]["commitOffset"] for mq in mine]
+        for mq in mine:
+            c.reset_queue(mq, 0)  # what RESET_CONSUMER_CLIENT_OFFSET does
+        wait_for("5 messages again", lambda: len(seen.bodies()) >= 10)
+    assert sorted(seen.bodies()) == sorted([f"m{i}" for i in range(5)] * 2)
+
+
+def test_offset_tables_in_rocketmqs_form_and_pymqs() -> None:
+    java = b'{"offsetTable":{{"brokerName":"broker-a","queueId":3,"topic":"T"}:42}}'
+    assert parse_offset_table(java) == {MessageQueue("T", "broker-a", 3): 42}
+    ours = b'{"offsetTable":{"T@broker-b@1":7}}'
+    assert parse_offset_table(ours) == {MessageQueue("T", "broker-b", 1): 7}
+
+
+def test_bad_settings_are_config_errors() -> None:
+    def listener(msgs: list[Any], context: Any) -> None: ...
+
+    with pytest.raises(ConfigError, match="message_model"):
+        PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, message_model="P2P")
+    with pytest.raises(ConfigError, match="allocate"):
+        PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, allocate="random")
+    with pytest.raises(ConfigError, match="subscribe"):
+        PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener).start()
+
+
+def test_the_readme_snippet_runs(cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Push consumer", 1)[1]
+    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(snippet.replace("127.0.0.1:9876", cluster.namesrv_addr), "README", "exec"), {})
+    assert "b'hi'" in capsys.readouterr().out
+
+
+def test_orderly_suspend_consumes_the_same_batch_again_in_order(cluster: LocalCluster) -> None:
+    create_topic(cluster, "PushSuspend", queues=1)
+    produce(cluster, "PushSuspend", [f"m{i}" for i in range(6)], key=lambda _: "one-key")
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeOrderlyStatus:
+        seen.add([(m.body.decode(), m.reconsume_times) for m in msgs])  # as they are now
+        context.suspend_current_queue_time_ms = 100
+        if msgs[0].body == b"m2" and msgs[0].reconsume_times == 0:
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        return ConsumeOrderlyStatus.SUCCESS
+
+    with consumer(cluster, "push-suspend", listener, orderly=True) as c:
+        c.subscribe("PushSuspend")
+        c.start()
+        wait_for("6 messages and the suspended one again", lambda: len(seen.msgs) >= 7)
+    with seen.lock:
+        got = list(seen.msgs)
+    assert got == [("m0", 0), ("m1", 0), ("m2", 0), ("m2", 1), ("m3", 0), ("m4", 0), ("m5", 0)]
+
+
+def test_an_admin_reset_reaches_a_live_consumer(cluster: LocalCluster) -> None:
+    """``pymq admin consumer reset`` (Admin.reset_offset): the broker tells the group's
+    members (RESET_CONSUMER_CLIENT_OFFSET) and the owner consumes from there again."""
+    create_topic(cluster, "PushAdminReset", queues=1)
+    produce(cluster, "PushAdminReset", [f"m{i}" for i in range(5)])
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(cluster, "push-admin-reset", listener) as c:
+        c.subscribe("PushAdminReset")
+        c.start()
+        wait_for("5 messages", lambda: len(seen.bodies()) >= 5)
+        with Admin(namesrv=cluster.namesrv_addr) as admin:
+            rows = admin.reset_offset("push-admin-reset", "PushAdminReset", 0)
+        assert sorted(r["offset"] for r in rows) == [0, 0]
+        wait_for("5 messages again", lambda: len(seen.bodies()) >= 10)
+    assert sorted(seen.bodies()) == sorted([f"m{i}" for i in range(5)] * 2)
+
+
+def test_an_orderly_member_joining_gets_its_share_once_the_locks_are_let_go(
+    cluster: LocalCluster,
+) -> None:
+    """The queues that move to a new orderly member are locked by the old owner until
+    it has given them up: the newcomer asks again within a second, not at the next
+    20 s rebalance."""
+    create_topic(cluster, "PushOrderlyJoin", queues=2)
+    produce(cluster, "PushOrderlyJoin", [f"m{i}" for i in range(8)])
+    busy = threading.Event()
+
+    def slow(msgs: list[Any], context: Any) -> ConsumeOrderlyStatus:
+        busy.set()
+        time.sleep(1.0)  # the queues it gives up stay locked until their batch is done
+        return ConsumeOrderlyStatus.SUCCESS
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeOrderlyStatus:
+        return ConsumeOrderlyStatus.SUCCESS
+
+    def topic_queues(c: PushConsumer) -> int:
+        return len([q for q in c.owned_queues() if q.topic == "PushOrderlyJoin"])
+
+    with consumer(cluster, "push-orderly-join", slow, orderly=True) as first:
+        first.subscribe("PushOrderlyJoin")
+        wait_for("the first member on all 4 queues", lambda: topic_queues(first) == 4, 30)
+        wait_for("the first member busy", busy.is_set, 30)
+        with consumer(cluster, "push-orderly-join", listener, orderly=True) as second:
+            second.subscribe("PushOrderlyJoin")
+            started = time.monotonic()
+            wait_for(
+                "2 and 2",
+                lambda: topic_queues(first) == 2 and topic_queues(second) == 2,
+                10,
+            )
+            assert time.monotonic() - started < 10

@@ -1,0 +1,56 @@
+"""A push consumer's pure state: the process queue's offsets to commit, and the local
+offset file of broadcasting consumers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from connector.client.push.offset_store import LocalFileOffsetStore
+from connector.client.push.process_queue import ProcessQueue
+from connector.protocol.message import MessageExt, MessageQueue
+
+MQ = MessageQueue("T", "broker-a", 0)
+
+
+def msgs(*offsets: int) -> list[MessageExt]:
+    return [MessageExt("T", b"x" * 10, 0, o, 0, {}) for o in offsets]
+
+
+def test_the_offset_to_commit_is_the_smallest_still_pending() -> None:
+    pq = ProcessQueue()
+    batch = msgs(5, 6, 7, 8)
+    pq.put(batch)
+    pq.advance(9)
+    assert (pq.count, pq.bytes) == (4, 40)
+    assert pq.remove(batch[2:3]) == 5  # 7 done, 5 and 6 not: commit stays at 5
+    assert pq.remove(batch[:2]) == 8
+    assert pq.remove(batch[3:]) == 9
+    pq.advance(12)  # a pull found only other tags up to 12
+    assert pq.remove([]) == 12 and pq.is_empty()
+
+
+def test_orderly_batches_commit_or_come_back_in_order() -> None:
+    pq = ProcessQueue()
+    pq.put(msgs(0, 1, 2, 3))
+    pq.advance(4)
+    first = pq.take(2)
+    assert [m.queue_offset for m in first] == [0, 1]
+    assert pq.commit() == 2
+    again = pq.take(2)
+    back = pq.put_back()
+    assert back == again and [m.reconsume_times for m in back] == [1, 1]
+    assert [m.queue_offset for m in pq.take(1)] == [2]  # the same one first
+    assert pq.commit() == 3
+    assert pq.take(5) and pq.commit() == 4
+
+
+def test_the_offset_file_survives_a_restart_and_is_replaced_whole(tmp_path: Path) -> None:
+    path = tmp_path / "c@1" / "g" / "offsets.json"
+    store = LocalFileOffsetStore(path)
+    assert store.read(MQ) == -1
+    store.update(MQ, 42)
+    store.persist([MQ])
+    assert not list(path.parent.glob("*.tmp"))
+    assert LocalFileOffsetStore(path).read(MQ) == 42
+    path.write_text("{not json")  # a file torn by something else: start without it
+    assert LocalFileOffsetStore(path).read(MQ) == -1
