@@ -145,10 +145,13 @@ class HAService:
         )
         self._tick = asyncio.create_task(self._ticker(), name="ha-master-tick")
         self.store.arrival_listeners.append(self.notify)
+        self.store.log_listeners.append(self.logged)
 
     async def stop(self) -> None:
         if self.notify in self.store.arrival_listeners:
             self.store.arrival_listeners.remove(self.notify)
+        if self.logged in self.store.log_listeners:
+            self.store.log_listeners.remove(self.logged)
         self.store.read_limit = None
         self._release_arrivals()
         if self._tick is not None:
@@ -175,6 +178,22 @@ class HAService:
             self._arrived(topic, queue_id, offset)
         elif self._loop is not None:
             self._loop.call_soon_threadsafe(self._arrived, topic, queue_id, offset)
+
+    def logged(self) -> None:
+        """Store log listener (any thread; under the put lock): records are in the
+        CommitLog, their queue entries not yet: push the bytes to the slaves now, so
+        they append and acknowledge while this broker dispatches (the arrival that
+        follows finds them sent). Off the loop, handed to it."""
+        if threading.get_ident() == self._loop_thread:
+            self._pump_all()
+        elif self._loop is not None:
+            self._loop.call_soon_threadsafe(self._pump_all)
+
+    def _pump_all(self) -> None:
+        if self.metadata.topics.table.data_version != self._meta_version[0]:
+            return  # a topic made since: the arrival sends its config before its records
+        for conn in list(self.connections.values()):
+            conn.pump()
 
     def _arrived(self, topic: str, queue_id: int, offset: int) -> None:
         if self.metadata.topics.table.data_version != self._meta_version[0]:

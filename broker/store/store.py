@@ -88,6 +88,10 @@ class MessageStore:
         self.running = False
         self.recovery: RecoveryReport | None = None
         self.arrival_listeners: list[ArrivalListener] = []
+        # told, under the put lock, as soon as records are in the CommitLog and before
+        # their queue and index entries are written: a SYNC_MASTER's slaves get the bytes
+        # while the master dispatches them (the slaves' copy is on the send's path)
+        self.log_listeners: list[Callable[[], None]] = []
         # a SYNC_MASTER's readers see only the records that end at or below this CommitLog
         # offset (its confirm offset: its in-sync slaves have them, so a reader that moves
         # to a slave finds everything it saw); None: every record is readable
@@ -391,6 +395,8 @@ class MessageStore:
                 res = self.commit_log.append(msg, queue_offset=queue_offset, store_timestamp=ts)
             except RecordRefused as exc:
                 return PutMessageResult(exc.status, message=str(exc)), None
+            for tell in self.log_listeners:
+                tell()
             if cq is None:  # created only once something is stored in it
                 cq = self.consume_queue(msg.topic, msg.queue_id, create=True)
                 assert cq is not None
@@ -441,6 +447,8 @@ class MessageStore:
                 return PutMessageResult(
                     PutMessageStatus.SERVICE_NOT_AVAILABLE, message=f"write failed: {exc}"
                 ), None
+            for tell in self.log_listeners:
+                tell()
             if cq is None:  # created only once something is stored in it
                 cq = self.consume_queue(batch.topic, batch.queue_id, create=True)
                 assert cq is not None
@@ -493,6 +501,8 @@ class MessageStore:
                     slots[s, Q_BASE] = cq.max_offset
             ts = self._store_timestamp()
             appended = self.commit_log.append_singles(group, slot_of, slots, store_timestamp=ts)
+            for tell in self.log_listeners:
+                tell()
             self.groups_appended += 1
             self.messages_grouped += len(group)
             entries = appended.cq_entries.reshape(-1, CQ_ENTRY_SIZE)  # each queue's rows together
