@@ -1,5 +1,5 @@
 """What the broker's REST routes share: results as JSON, sends awaited until durable,
-pulls with long polling, request checks. ``broker.app`` holds the routes.
+pulls with long polling, request checks. ``broker.routes`` holds the routes.
 
 REST is the admin and tooling edge (curl, dashboards, languages without a
 RocketMQ client); the data plane is remoting (``broker.remoting``). Both call
