@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from connector import Message, Producer  # noqa: E402
-from connector.server.local import LocalCluster  # noqa: E402
+from connector.local import LocalCluster  # noqa: E402
 
 TOPIC = "ClientBench"
 BODY = b"x" * 100

@@ -106,7 +106,7 @@ from peers_bench import (  # noqa: E402
 
 import connector  # noqa: E402
 from connector import Message, Producer, SendResult, SendStatus  # noqa: E402
-from connector.server.local import LocalCluster, ServerProcess  # noqa: E402
+from connector.local import LocalCluster, ServerProcess  # noqa: E402
 
 SETUPS = ("none", "async", "sync")
 LABELS = {

@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from connector import Message, Producer, SendStatus  # noqa: E402
-from connector.server.local import ServerProcess  # noqa: E402
+from connector.local import ServerProcess  # noqa: E402
 
 TOPIC = "LossWindow"
 ENV = {

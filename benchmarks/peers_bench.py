@@ -157,8 +157,8 @@ from connector import (  # noqa: E402
     SendResult,
     SendStatus,
 )
+from connector.local import LocalCluster  # noqa: E402
 from connector.protocol.scan import index_records  # noqa: E402
-from connector.server.local import LocalCluster  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from limits import loopback_round_trip  # noqa: E402

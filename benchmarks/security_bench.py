@@ -77,7 +77,7 @@ from peers_bench import (  # noqa: E402
 )
 
 from connector import Admin, Message, Producer, SendStatus  # noqa: E402
-from connector.server.local import LocalCluster  # noqa: E402
+from connector.local import LocalCluster  # noqa: E402
 
 SETUPS = ("off", "acl", "tls")
 LABELS = {"off": "ACL and TLS off", "acl": "ACL on (signed, checked)", "tls": "TLS on"}

@@ -76,6 +76,7 @@ from limits import loopback_round_trip  # noqa: E402
 
 from connector import Message, Producer, PullConsumer, PullStatus  # noqa: E402
 from connector.errors import PyMQError  # noqa: E402
+from connector.local import LocalCluster  # noqa: E402
 from connector.protocol.batch import PreparedBatch, encode_batch  # noqa: E402
 from connector.protocol.message import MessageQueue  # noqa: E402
 from connector.protocol.msgid import UniqKeyGenerator  # noqa: E402
@@ -83,7 +84,6 @@ from connector.protocol.properties import encode_properties  # noqa: E402
 from connector.protocol.record import record_size  # noqa: E402
 from connector.protocol.scan import index_records  # noqa: E402
 from connector.protocol.wire import H_NEXT_BEGIN_OFFSET, H_STATUS, RECORDS_CONTENT_TYPE  # noqa: E402
-from connector.server.local import LocalCluster  # noqa: E402
 
 TOPIC = "BenchTopic"
 QUEUES = 8

@@ -91,7 +91,7 @@ from pyspark.sql.datasource import (  # noqa: E402
 from redis_streams_source import RedisStreamsDataSource  # noqa: E402
 
 from connector import Admin  # noqa: E402
-from connector.server.local import LocalCluster  # noqa: E402
+from connector.local import LocalCluster  # noqa: E402
 from connector.spark.columnar import arrow_schema  # noqa: E402
 from connector.spark.options import READ_SCHEMA, ReadOptions  # noqa: E402
 from connector.spark.source import PyMQBatchReader  # noqa: E402

@@ -106,8 +106,8 @@ from connector import (  # noqa: E402
     SendStatus,
     TransactionProducer,
 )
-from connector.server.local import LocalCluster  # noqa: E402
-from connector.server.local.cluster import broker_names  # noqa: E402
+from connector.local import LocalCluster  # noqa: E402
+from connector.local.cluster import broker_names  # noqa: E402
 from connector.spark import exactly_once  # noqa: E402
 from connector.spark.options import WriteOptions  # noqa: E402
 

@@ -13,7 +13,6 @@ from typing import Any
 from broker.config import BrokerConfig
 from broker.store.config import StoreConfig
 from connector.errors import PyMQError
-from connector.server.serve import bind_socket, serve
 from connector.server.settings import load_settings
 
 __all__ = ["build_config", "register"]
@@ -71,6 +70,10 @@ def build_config(args: argparse.Namespace, environ: dict[str, str]) -> BrokerCon
 
 
 def _run(args: argparse.Namespace) -> int:
+    # the server stack loads only when a server is about to start: `pymq --help`
+    # and `pymq broker --help` answer without it
+    from connector.server.serve import bind_socket, serve  # noqa: PLC0415
+
     try:
         config = build_config(args, dict(os.environ))
         rsock = bind_socket(config.host, config.port)

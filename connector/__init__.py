@@ -5,7 +5,7 @@
     from connector import SendResult, SendStatus, PullResult, PullStatus, MQFaultStrategy
 
 The client speaks RocketMQ's remoting protocol to NameServers and brokers
-(``connector.remoting``, ``connector.client``); the wire contract
+(``connector.client``); the wire contract
 (``connector.protocol``, ``connector.errors``) is shared with the servers,
 and the code only servers run is in ``connector.server``. The names below
 load on first use, so a server importing the wire contract does not load the

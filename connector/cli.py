@@ -27,7 +27,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         'print the path of the jar of format("pymq-jvm"), for spark.jars',
     ),
     "local": (
-        "connector.server.local.cli",
+        "connector.local.cli",
         "run a dev cluster (NameServers + brokers) in the foreground",
     ),
 }
@@ -65,7 +65,22 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.short_usage()}\n{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _typed_command(argv: Sequence[str]) -> str | None:
+    """The subcommand on the command line: its first argument that is not an option
+    (``pymq``'s own options take no value)."""
+    for arg in argv:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of ``pymq``; only the subcommand on ``argv`` imports its module (the
+    others are listed by name and help), so ``pymq admin`` loads no server code and
+    ``pymq broker`` no client code. ``argv=None`` builds every subcommand in full."""
+    typed = None if argv is None else _typed_command(argv)
     parser = Parser(
         prog="pymq",
         description="pymq: a RocketMQ-style message broker whose first-class client is Spark.",
@@ -73,13 +88,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pymq {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in _COMMANDS.items():
-        mod = importlib.import_module(module)
-        mod.register(sub.add_parser(name, help=help_text, description=help_text))
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        if argv is None or name == typed:
+            importlib.import_module(module).register(command)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args, extras = parser.parse_known_args(argv)
     typed: argparse.ArgumentParser = getattr(args, _PARSER_ATTR, parser)
     delattr(args, _PARSER_ATTR)

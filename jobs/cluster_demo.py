@@ -21,12 +21,12 @@ from pathlib import Path
 
 import httpx
 
+from connector.local import LocalCluster
 from connector.protocol.batch import encode_batch
 from connector.protocol.msgid import UniqKeyGenerator
 from connector.protocol.properties import encode_properties
 from connector.protocol.scan import index_records
 from connector.protocol.wire import RECORDS_CONTENT_TYPE
-from connector.server.local import LocalCluster
 
 TOPIC = "DemoTopic"
 QUEUES = 4

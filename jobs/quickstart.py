@@ -8,7 +8,7 @@ Needs Java 17+ (Spark) and nothing else: the job starts its own cluster and its
 own local Spark (``PYMQ_SPARK_MASTER``, default ``local[2]``; spark-submit's
 master when run through it). Ctrl-C stops it cleanly at any point.
 
-1. Starts a NameServer and two brokers (``connector.server.local.LocalCluster``) with
+1. Starts a NameServer and two brokers (``connector.local.LocalCluster``) with
    their data and logs under ``--data-dir`` (default: a fresh temp dir, removed
    after a successful run unless ``--keep-data``), and creates the topics
    ``quickstart-events`` and ``quickstart-results`` with 8 queues on each broker.
@@ -50,7 +50,7 @@ from spark_session import get_spark
 
 from connector import Admin
 from connector.errors import PyMQError
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 EVENTS = "quickstart-events"
 RESULTS = "quickstart-results"

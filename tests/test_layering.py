@@ -6,15 +6,19 @@ server actually loads, package ``__init__`` files included.)
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
+
+from connector.local import ServerProcess
 
 SERVER_MODULES = (
     "broker.cli", "broker.app", "broker.controller", "broker.remoting",
     "nameserver.cli", "nameserver.app", "nameserver.remoting",
     "connector.server.serve", "connector.server.remoting",
 )  # fmt: skip
-CLIENT_PREFIXES = ("connector.client", "connector.spark", "connector.remoting")
+CLIENT_PREFIXES = ("connector.client", "connector.spark", "connector.local")
 
 
 def test_servers_do_not_load_the_client() -> None:
@@ -36,6 +40,56 @@ def test_the_client_does_not_load_server_code() -> None:
         "import connector.spark\n"
         "print(sorted(m for m in sys.modules if m.startswith(('broker', 'nameserver', "
         "'connector.server'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def _imported(log: Path) -> set[str]:
+    """Module names from ``-X importtime`` lines (``import time: self | cumulative | name``)."""
+    names = set()
+    for line in log.read_text(encoding="utf-8").splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            names.add(line.rsplit("|", 1)[1].strip())
+    return names
+
+
+def test_servers_started_through_the_cli_do_not_load_the_client(tmp_path: Path) -> None:
+    """``pymq namesrv`` / ``pymq broker`` as ``pymq local`` runs them (``python -m
+    connector.cli``): what the process imported up to its ready line and a stop."""
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    namesrv = ServerProcess(
+        "namesrv", ["--port", "0", "--http-port", "0", "--data", str(tmp_path / "ns")],
+        log_path=tmp_path / "namesrv.log", env=env,
+    ).start()  # fmt: skip
+    try:
+        broker = ServerProcess(
+            "broker",
+            [
+                *("--port", "0", "--http-port", "0", "--store", str(tmp_path / "store")),
+                *("--namesrv", namesrv.addr),
+            ],
+            log_path=tmp_path / "broker.log",
+            env=env,
+        ).start()
+        broker.terminate()
+    finally:
+        namesrv.terminate()
+    for log in (tmp_path / "namesrv.log", tmp_path / "broker.log"):
+        loaded = _imported(log)
+        assert "connector.server.serve" in loaded, log  # the log is what the server imported
+        assert sorted(m for m in loaded if m.startswith(CLIENT_PREFIXES)) == [], log
+
+
+def test_the_admin_cli_does_not_load_server_code() -> None:
+    code = (
+        "import sys\n"
+        "from connector.cli import build_parser\n"
+        "build_parser(['admin', 'topic', 'list'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('broker', 'nameserver', "
+        "'connector.server', 'uvicorn', 'fastapi', 'starlette'))))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from connector.client.connection import DEFAULT_BUSY_POLL_US, RequestHandler
 from connector.client.namesrv import NameServerClient, parse_namesrv
 from connector.client.read_routing import ReadChoice, ReadRouting
 from connector.client.results import PullResult
@@ -46,7 +47,6 @@ from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCo
 from connector.protocol.route import TopicRouteData
 from connector.protocol.status import PullStatus
 from connector.protocol.tls import client_context, tls_settings
-from connector.remoting.client import DEFAULT_BUSY_POLL_US, RequestHandler
 
 __all__ = ["PullCallback", "PullConsumer"]
 

@@ -45,6 +45,7 @@ from connector.client.accumulator import (
     SyncWaiter,
     Waiter,
 )
+from connector.client.connection import DEFAULT_BUSY_POLL_US
 from connector.client.futures import SendFuture
 from connector.client.latency import (
     DEFAULT_LATENCY_MAX_MS,
@@ -79,7 +80,6 @@ from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCo
 from connector.protocol.status import SendStatus
 from connector.protocol.tls import client_context, tls_settings
 from connector.protocol.wire import batch_offsets
-from connector.remoting.client import DEFAULT_BUSY_POLL_US
 
 __all__ = ["Producer"]
 

@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping
 
 import orjson
 
+from connector.client.connection import RemotingClient, RequestHandler
 from connector.errors import (
     BrokerBusyError,
     MessageIllegalError,
@@ -29,7 +30,6 @@ from connector.errors import (
 )
 from connector.protocol.acl import Credentials
 from connector.protocol.remoting import RemotingCommand, ResponseCode
-from connector.remoting.client import RemotingClient, RequestHandler
 
 __all__ = ["Rpc", "error_for_response"]
 

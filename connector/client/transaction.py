@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from connector.client.connection import RemotingConnection
 from connector.client.producer import Producer, _Encoded
 from connector.client.rpc import Rpc
 from connector.errors import CorruptRecordError, PyMQError
@@ -45,7 +46,6 @@ from connector.protocol.record import decode_record, record_size
 from connector.protocol.remoting import SEND_V2_LETTERS as V2
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.protocol.status import SendStatus
-from connector.remoting.client import RemotingConnection
 
 __all__ = [
     "LocalTransactionState",

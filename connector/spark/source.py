@@ -194,7 +194,7 @@ def read_range(opts: ReadOptions, part: QueueRange, schema: pa.Schema) -> Iterat
                     raise
                 # a cached consumer's connection may have been closed by its broker just
                 # after the last task used it (a restart; one idle for a second or more is
-                # checked before use, see connector/remoting/client.py): the call fails at
+                # checked before use, see connector/client/connection.py): the call fails at
                 # once, the route is refreshed, and a pull (it changes nothing) on a new
                 # connection can succeed
                 log.info("pulling %s at %d again after: %s", mq, offset, exc)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from rocketmq_cpp import CppClient, client_import_error
 
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 
 @pytest.fixture(scope="session")

@@ -28,8 +28,8 @@ from pymq_side import QUEUES, consumer_progress, create_topic, pull_all
 
 from connector import PullConsumer
 from connector.client.producer import Producer
+from connector.local import LocalCluster
 from connector.protocol.message import Message
-from connector.server.local import LocalCluster
 from tests.security.acl_cluster import ADMIN, PUB_ONLY, SUB_ONLY, start_acl_cluster
 from tests.security.acl_cluster import create_topic as create_acl_topic
 

@@ -14,9 +14,9 @@ from pymq_side import QUEUES, consumer_progress, create_topic, pull_all
 from rocketmq_cpp import CppClient
 
 from connector.client.producer import Producer
+from connector.local import LocalCluster
 from connector.protocol.message import Message
 from connector.protocol.status import SendStatus
-from connector.server.local import LocalCluster
 
 TOPIC = "CppInterop"
 COUNT = 1000

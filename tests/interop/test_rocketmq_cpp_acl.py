@@ -12,7 +12,7 @@ import pytest
 from rocketmq_cpp import CppClient
 
 from connector import PullConsumer
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from tests.security.acl_cluster import ADMIN, PUB_ONLY, SUB_ONLY, create_topic, start_acl_cluster
 
 TOPIC = "CppAcl"

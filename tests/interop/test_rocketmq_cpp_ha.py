@@ -15,7 +15,7 @@ import pytest
 from rocketmq_cpp import CppClient
 
 from connector import Message, MessageQueue, Producer, SendStatus
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 TOPIC = "CppFailover"
 # 2,000 a queue: more than the client prefetches (1,000 a queue), and a slow listener

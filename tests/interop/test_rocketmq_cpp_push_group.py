@@ -10,7 +10,7 @@ from typing import Any
 from rocketmq_cpp import CppClient
 
 from connector import Admin, ConsumeStatus, Message, MessageQueue, Producer, PushConsumer
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 TOPIC, GROUP, COUNT = "CppPushMixed", "CID_MIXED_PUSH", 400
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from connector import Admin
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from tests.broker.server.conftest import wait_until
 
 ADMIN = ("adminKey1", "adminSecret1")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from connector.server.local import LocalCluster, ServerProcess
+from connector.local import LocalCluster, ServerProcess
 from tests.broker.server.conftest import wait_until
 from tests.security.acl_cluster import RULES, SUB_ONLY, acl_env, create_topic
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from connector import Admin, Message, Producer, PullConsumer, SendStatus
+from connector.client.connection import RemotingConnection
 from connector.errors import AuthenticationFailedError, NoPermissionError, PyMQError
+from connector.local import LocalCluster, ServerProcess
 from connector.protocol.acl import SIGN_TIME, Credentials, SignSequence, sign_remoting
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from connector.remoting.client import RemotingConnection
-from connector.server.local import LocalCluster, ServerProcess
 from tests.broker.server.conftest import wait_until
 from tests.security.acl_cluster import (
     ADMIN,

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from connector.client.rest import SignedRequests
+from connector.local import LocalCluster
 from connector.protocol.acl import (
     REST_NONCE,
     REST_SIGNATURE,
@@ -19,7 +20,6 @@ from connector.protocol.acl import (
     rest_signature,
     rest_string_to_sign,
 )
-from connector.server.local import LocalCluster
 from tests.security.acl_cluster import ADMIN, PUB_ONLY, SUB_ONLY, create_topic, start_acl_cluster
 
 

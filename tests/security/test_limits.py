@@ -16,7 +16,7 @@ import pytest
 
 from connector import Message, Producer, SendStatus
 from connector.errors import BrokerBusyError, PyMQError
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from tests.broker.server.conftest import wait_until
 from tests.security.acl_cluster import DENIED, PUB_ONLY, RULES, acl_env, create_topic
 

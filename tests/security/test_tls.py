@@ -16,7 +16,7 @@ import pytest
 
 from connector import Admin, Message, Producer, PullConsumer, SendStatus
 from connector.errors import ConfigError, PyMQError
-from connector.server.local import LocalCluster, ServerProcess
+from connector.local import LocalCluster, ServerProcess
 from nameserver.config import NamesrvConfig
 from tests.broker.server.conftest import wait_until
 from tests.security.tls_files import TlsFiles, make_tls_files, tls_env

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from connector.spark_jar import jar_path
 
 

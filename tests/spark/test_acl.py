@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from tests.security.acl_cluster import ADMIN, PUB_ONLY, SUB_ONLY, create_topic, start_acl_cluster
 
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from connector import Admin, Message, Producer
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 
 def create_topic(cluster: LocalCluster, topic: str, queues: int = 4) -> None:

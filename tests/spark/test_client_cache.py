@@ -15,7 +15,7 @@ from queue_fill import fill_queues
 from test_batch import create_topic
 
 from connector import Message
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from connector.spark.clients import ClientCache, producer, pull_consumer, shared_cache
 
 

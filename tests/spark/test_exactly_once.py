@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from connector import Admin
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from tests.broker.server.conftest import wait_until
 from tests.spark.queue_fill import fill_queues
 

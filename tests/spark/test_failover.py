@@ -17,8 +17,8 @@ import pytest
 
 from connector import Message, Producer, SendStatus
 from connector.errors import PyMQError
+from connector.local import LocalCluster
 from connector.protocol.message import MessageQueue
-from connector.server.local import LocalCluster
 
 TOPIC = "Failover"
 _NO_NEW = re.compile(r'^pymq_pull_requests_total\{status="NO_NEW_MSG"\} (\S+)$', re.M)

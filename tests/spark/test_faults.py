@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from connector import Message, Producer, PullConsumer
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 

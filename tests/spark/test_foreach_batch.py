@@ -10,7 +10,7 @@ import pytest
 
 from connector import Message, Producer, PullConsumer
 from connector.errors import ConfigError
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from connector.spark import foreach_batch_writer
 from tests.spark.test_batch import create_topic
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 from test_batch import create_topic
 
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 PIP_TIMEOUT_S = 180.0

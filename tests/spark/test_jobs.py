@@ -14,7 +14,7 @@ from typing import Any
 
 from test_batch import create_topic
 
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 

@@ -20,10 +20,10 @@ import pytest
 from test_batch import create_topic
 
 from connector import Message, Producer
+from connector.client.connection import RemotingConnection
+from connector.local import LocalCluster
 from connector.protocol.batch import encode_batch
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from connector.remoting.client import RemotingConnection
-from connector.server.local import LocalCluster
 from connector.spark.options import READ_OPTIONS
 from connector.spark_jar import jar_path
 

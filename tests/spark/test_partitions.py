@@ -11,7 +11,7 @@ import pytest
 from queue_fill import fill_queues
 from test_batch import create_topic
 
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from connector.spark.source import QueueRange, split_ranges
 
 # -- the cut, without Spark -----------------------------------------------------------

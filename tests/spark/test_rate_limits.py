@@ -20,7 +20,7 @@ from pyspark.sql.streaming.datasource import (
 from queue_fill import fill_queues
 from test_batch import create_topic
 
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from connector.spark.limits import Admission, TriggerLimits, default_read_limit, split_bytes
 from connector.spark.options import ReadOptions
 

@@ -13,7 +13,7 @@ from test_batch import create_topic
 from test_stream import fill
 
 from connector import Admin, Message, Producer, PullConsumer
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from connector.spark.options import ReadOptions
 from connector.spark.queues import QueueFinder
 

@@ -15,7 +15,7 @@ import pytest
 from test_batch import create_topic
 
 from connector import Message, Producer, PullConsumer
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 TOPIC = "TimeT"
 EARLY, LATE = 200, 120  # messages sent before and after the split time

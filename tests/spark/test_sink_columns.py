@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from connector.errors import ConfigError
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from connector.spark.options import WriteOptions
 from connector.spark.sink import check_write_schema
 

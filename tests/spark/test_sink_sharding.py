@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from connector import PullConsumer
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from connector.spark.routing import shard_index
 from tests.spark.test_batch import create_topic
 

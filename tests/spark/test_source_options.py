@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from connector import Message, Producer, PullConsumer
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 SEGMENT_BYTES = 64 * 1024  # far above StoreConfig's 4096-byte minimum, a few hundred records
 

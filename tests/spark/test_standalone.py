@@ -29,7 +29,7 @@ import pytest
 from test_batch import create_topic
 
 from connector import MessageExt, MessageQueue, PullConsumer, PullStatus
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 SPARK_HOME = Path(pyspark.__file__).resolve().parent

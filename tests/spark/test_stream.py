@@ -9,7 +9,7 @@ from typing import Any
 from test_batch import create_topic
 
 from connector import Admin, Message, Producer
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 
 def fill(ns: str, topic: str, n: int) -> None:

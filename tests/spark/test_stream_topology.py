@@ -11,7 +11,7 @@ import httpx
 
 from connector import Admin, Message, MessageQueue, Producer
 from connector.errors import TopicNotExistError
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 
 def put_topic(addr: str, topic: str, queues: int) -> None:

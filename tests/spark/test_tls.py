@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from connector import Admin
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 from tests.broker.server.conftest import wait_until
 from tests.security.tls_files import TlsFiles, make_tls_files, tls_env
 

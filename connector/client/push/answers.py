@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from connector.client.connection import RemotingConnection
 from connector.client.push.status import ConsumeContext, ConsumeOrderlyStatus, ConsumeStatus
 from connector.errors import CorruptRecordError, PyMQError
 from connector.protocol.message import MessageQueue
 from connector.protocol.record import decode_record
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from connector.remoting.client import RemotingConnection
 
 if TYPE_CHECKING:
     from connector.client.push.consumer import PushConsumer

@@ -50,6 +50,7 @@ from typing import Any
 
 import orjson
 
+from connector.client.connection import RemotingConnection
 from connector.client.consumer import PullConsumer
 from connector.client.push.allocate import allocate
 from connector.client.push.brokers import GroupBrokers
@@ -70,7 +71,6 @@ from connector.protocol.names import validate_group, validate_topic
 from connector.protocol.properties import PropertyKeys
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.protocol.status import PullStatus
-from connector.remoting.client import RemotingConnection
 
 __all__ = ["Listener", "PushConsumer"]
 

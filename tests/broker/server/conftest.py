@@ -22,6 +22,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from connector.local import LocalCluster, ServerProcess
 from connector.protocol.batch import encode_batch
 from connector.protocol.message import MessageExt
 from connector.protocol.properties import encode_properties
@@ -36,7 +37,6 @@ from connector.protocol.wire import (
     batch_offsets,
     split_records,
 )
-from connector.server.local import LocalCluster, ServerProcess
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """A broker's busy polling ends: after a burst of requests, an idle broker process uses
 (next to) no CPU, with the default window and with a long one. The polling itself, and
-that it ends when its window does, is tested in-process (tests/connector/remoting)."""
+that it ends when its window does, is tested in-process (tests/connector/connection)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import Servers
 
+from connector.client.connection import RemotingConnection
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from connector.remoting.client import RemotingConnection
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/stat").exists(), reason="reads a process's CPU time from /proc"

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 
 from connector import Message, Producer, SendStatus
+from connector.local import ServerProcess
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from connector.server.local import ServerProcess
 from connector.server.remoting import call
 from tests.broker.server.conftest import (
     HTTP,
@@ -395,7 +395,7 @@ def test_a_local_cluster_with_slaves_and_cluster_list_shows_roles_and_lag(
     import subprocess
     import sys
 
-    from connector.server.local import LocalCluster
+    from connector.local import LocalCluster
     from tests.broker.server.conftest import env_with
 
     with LocalCluster(tmp_path / "local", brokers=2, slaves=1, env=env_with(FAST)) as cluster:

@@ -20,6 +20,7 @@ import orjson
 import pytest
 from conftest import Servers
 
+from connector.local.process import ServerProcess
 from connector.protocol.batch import encode_batch
 from connector.protocol.message import MessageExt
 from connector.protocol.msgid import decode_offset_msg_id
@@ -35,7 +36,6 @@ from connector.protocol.remoting import (
     encode_frame,
 )
 from connector.protocol.wire import split_records
-from connector.server.local.process import ServerProcess
 
 WAIT_S = 10.0
 QUEUES = 4

@@ -13,8 +13,8 @@ import orjson
 import pytest
 from conftest import Servers, wait_until
 
+from connector.client.connection import RemotingConnection
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from connector.remoting.client import RemotingConnection
 
 GROUP = "CID_remoting_members"
 WAIT_S = 5.0

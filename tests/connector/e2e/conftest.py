@@ -13,9 +13,9 @@ import pytest
 from connector.client.consumer import PullConsumer
 from connector.client.producer import Producer
 from connector.client.results import SendContext
+from connector.local import LocalCluster
 from connector.protocol.message import MessageExt
 from connector.protocol.status import PullStatus
-from connector.server.local import LocalCluster
 
 
 def clean_env(**extra: str) -> dict[str, str]:

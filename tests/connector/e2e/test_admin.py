@@ -11,10 +11,10 @@ import time
 import pytest
 
 from connector import Admin, Message, Producer, PullConsumer
+from connector.client.connection import RemotingClient
 from connector.errors import TopicNotExistError
+from connector.local import LocalCluster
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from connector.remoting.client import RemotingClient
-from connector.server.local import LocalCluster
 
 
 def admin_cli(ns: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -16,9 +16,9 @@ import httpx
 import orjson
 
 from connector import Admin, Message, Producer, PullConsumer
+from connector.client.connection import RemotingConnection
+from connector.local import LocalCluster
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from connector.remoting.client import RemotingConnection
-from connector.server.local import LocalCluster
 
 PYMQ = [sys.executable, "-m", "connector.cli"]
 

@@ -15,9 +15,9 @@ from connector.client.consumer import PullConsumer
 from connector.client.producer import Producer
 from connector.client.results import SendResult
 from connector.errors import ConfigError, MessageIllegalError, PyMQError
+from connector.local import LocalCluster
 from connector.protocol.message import Message, MessageExt, MessageQueue, SysFlag
 from connector.protocol.status import PullStatus, SendStatus
-from connector.server.local import LocalCluster
 
 
 def stored(consumer: PullConsumer, topic: str) -> dict[str, MessageExt]:

@@ -9,9 +9,9 @@ from connector.client.consumer import PullConsumer
 from connector.client.producer import Producer
 from connector.client.results import SendResult
 from connector.errors import PyMQError
+from connector.local import LocalCluster
 from connector.protocol.message import Message, MessageExt, MessageQueue
 from connector.protocol.status import PullStatus
-from connector.server.local import LocalCluster
 
 TOPIC = "FailOver"
 

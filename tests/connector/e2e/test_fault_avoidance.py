@@ -10,7 +10,7 @@ import httpx
 
 from connector import Message, Producer
 from connector.client.results import SendContext
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 TOPIC = "Avoid"
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from conftest import clean_env, wait_route
 
-import connector.remoting.client as remoting_client
+import connector.client.connection as remoting_client
 from connector.client.admin import Admin
 from connector.client.consumer import PullConsumer
 from connector.client.producer import Producer
+from connector.local.process import ServerProcess
 from connector.protocol.message import Message
 from connector.protocol.status import PullStatus
-from connector.server.local.process import ServerProcess
 
 TOPIC = "IdleConnTopic"
 

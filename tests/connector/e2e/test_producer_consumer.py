@@ -14,11 +14,11 @@ from connector.client.consumer import PullConsumer
 from connector.client.producer import Producer
 from connector.client.results import SendContext, SendResult
 from connector.errors import ConfigError, MessageIllegalError, MessageTooLargeError
+from connector.local import LocalCluster
 from connector.protocol.batch import PreparedBatch
 from connector.protocol.compression import CompressionType
 from connector.protocol.message import Message, MessageQueue, SysFlag
 from connector.protocol.status import PullStatus, SendStatus
-from connector.server.local import LocalCluster
 from connector.spark.encode import encode_columns
 
 

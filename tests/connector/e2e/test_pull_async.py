@@ -17,10 +17,10 @@ from connector.client.consumer import PullCallback, PullConsumer
 from connector.client.producer import Producer
 from connector.client.results import PullResult
 from connector.errors import RemotingTimeoutError, TopicNotExistError
+from connector.local import LocalCluster
 from connector.protocol.message import Message, MessageQueue
 from connector.protocol.scan import index_records
 from connector.protocol.status import PullStatus
-from connector.server.local import LocalCluster
 
 Outcome = tuple[PullResult | None, BaseException | None, str]
 

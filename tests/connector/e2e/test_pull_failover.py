@@ -26,9 +26,9 @@ import pytest
 from connector.client.consumer import PullConsumer
 from connector.client.producer import Producer
 from connector.client.results import PullResult
+from connector.local import ServerProcess
 from connector.protocol.message import Message, MessageExt, MessageQueue
 from connector.protocol.status import PullStatus, SendStatus
-from connector.server.local import ServerProcess
 from tests.broker.server.conftest import wait_until
 
 TOPIC = "PullFailover"

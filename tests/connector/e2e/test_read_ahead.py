@@ -12,9 +12,9 @@ from conftest import wait_route
 from connector.client import consumer as consumer_module
 from connector.client.consumer import PullConsumer
 from connector.client.producer import Producer
+from connector.local import LocalCluster
 from connector.protocol.message import Message, MessageQueue
 from connector.protocol.status import PullStatus
-from connector.server.local import LocalCluster
 
 _PULLS = re.compile(r'^pymq_pull_requests_total\{status="(\w+)"\} (\S+)$', re.M)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from conftest import clean_env
 
+from connector.client.connection import RemotingClient
 from connector.client.producer import Producer
+from connector.local import LocalCluster
 from connector.protocol.message import Message
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from connector.remoting.client import RemotingClient
-from connector.server.local import LocalCluster
 
 TOPIC = "OnlyOnB"
 

@@ -20,7 +20,7 @@ import pytest
 
 from connector import Message, Producer
 from connector.client.results import SendContext
-from connector.server.local import ServerProcess
+from connector.local import ServerProcess
 
 TOPIC = "SlowT"
 

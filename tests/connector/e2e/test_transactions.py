@@ -14,11 +14,11 @@ import pytest
 from connector import LocalTransactionState, Message, TransactionProducer
 from connector.client.consumer import PullConsumer
 from connector.errors import PyMQError, TransactionDecidedError
+from connector.local import LocalCluster
 from connector.protocol.message import MessageExt
 from connector.protocol.msgid import decode_offset_msg_id
 from connector.protocol.remoting import RequestCode
 from connector.protocol.status import SendStatus
-from connector.server.local import LocalCluster
 from tests.broker.server.conftest import wait_until
 from tests.connector.e2e.conftest import clean_env, pull_everything
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from push_helpers import Member
 
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 DELAYS = "100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms"
 

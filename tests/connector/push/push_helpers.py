@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from connector import Admin, Message, Producer
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 MEMBER = Path(__file__).with_name("push_member.py")
 

@@ -13,8 +13,8 @@ import pytest
 from push_helpers import create_topic, wait_for
 
 from connector import ConsumeStatus, Message, Producer, PushConsumer
+from connector.local import LocalCluster
 from connector.protocol.message import MessageQueue
-from connector.server.local import LocalCluster
 
 
 @pytest.mark.parametrize("strategy", ["sticky", "averagely"])

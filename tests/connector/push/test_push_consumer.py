@@ -22,8 +22,8 @@ from connector import (
 )
 from connector.client.push.answers import parse_offset_table, running_info
 from connector.errors import ConfigError
+from connector.local import LocalCluster
 from connector.protocol.status import PullStatus
-from connector.server.local import LocalCluster
 
 
 class Seen:

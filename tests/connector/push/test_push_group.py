@@ -11,7 +11,7 @@ from typing import Any
 
 from push_helpers import Member, create_topic, produce, wait_for
 
-from connector.server.local import LocalCluster
+from connector.local import LocalCluster
 
 FAST = {
     "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",

@@ -4,7 +4,7 @@ The client package never imports server code; it runs ``pymq namesrv`` and
 ``pymq broker`` as child processes and reads their ready lines.
 """
 
-from connector.server.local.cluster import LocalCluster
-from connector.server.local.process import ServerProcess
+from connector.local.cluster import LocalCluster
+from connector.local.process import ServerProcess
 
 __all__ = ["LocalCluster", "ServerProcess"]

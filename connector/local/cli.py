@@ -12,7 +12,7 @@ from pathlib import Path
 from types import FrameType
 
 from connector.errors import PyMQError
-from connector.server.local.cluster import LocalCluster
+from connector.local.cluster import LocalCluster
 
 __all__ = ["register"]
 

@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from connector.client.connection import RemotingClient, RemotingConnection
 from connector.errors import ConfigError, RemotingError, RemotingTimeoutError, TopicNotExistError
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from connector.remoting.client import RemotingClient, RemotingConnection
 from connector.server.remoting import Channel, RemotingServer
 
 T = TypeVar("T")

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from connector.server.local.process import ServerProcess
+from connector.local.process import ServerProcess
 
 __all__ = ["LocalCluster", "broker_names"]
 
