@@ -232,6 +232,12 @@ class RemotingConnection:
         if on_request is not None:  # the server may call at any time: always read
             self.start_reader()
 
+    def listen(self, on_request: RequestHandler) -> None:
+        """From now on the server's requests go to ``on_request`` (and a reader thread
+        reads for good, as the server may call at any time)."""
+        self._on_request = on_request
+        self.start_reader()
+
     def start_reader(self) -> None:
         """From now on a thread of its own reads every answer (needed once answers go
         to callbacks, or the server may send requests); until then a caller waiting
@@ -530,6 +536,15 @@ class RemotingClient:
         self._conns: dict[str, RemotingConnection] = {}
         self._lock = threading.Lock()
         self._closed = False
+
+    def listen(self, on_request: RequestHandler) -> None:
+        """From now on every connection (those open and those to come) hands the
+        server's requests to ``on_request``, read by a thread of its own."""
+        with self._lock:
+            self.on_request = on_request
+            conns = list(self._conns.values())
+        for conn in conns:
+            conn.listen(on_request)
 
     def connection(self, addr: str) -> RemotingConnection:
         conn = self._conns.get(addr)

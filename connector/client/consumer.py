@@ -33,20 +33,18 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from connector.client.connection import DEFAULT_BUSY_POLL_US, RequestHandler
-from connector.client.namesrv import NameServerClient, parse_namesrv
+from connector.client.connection import DEFAULT_BUSY_POLL_US
+from connector.client.instance import ClientInstance
 from connector.client.read_routing import ReadChoice, ReadRouting
 from connector.client.results import PullResult
-from connector.client.rpc import Rpc, error_for_response
+from connector.client.rpc import error_for_response
 from connector.errors import NotFoundError, PyMQError, RemotingError, TopicNotExistError
-from connector.protocol.acl import Credentials
 from connector.protocol.hashing import parse_tags
 from connector.protocol.message import MessageQueue
 from connector.protocol.names import validate_group, validate_topic
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.protocol.route import TopicRouteData
 from connector.protocol.status import PullStatus
-from connector.protocol.tls import client_context, tls_settings
 
 __all__ = ["PullCallback", "PullConsumer"]
 
@@ -128,25 +126,27 @@ class PullConsumer:
         secret_key: str | None = None,
         tls: bool = False,
         tls_ca_file: str | None = None,
-        on_request: RequestHandler | None = None,
+        instance_name: str | None = None,
     ) -> None:
         """``access_key`` / ``secret_key``: the account requests are signed with (servers
         with ACL on: SUB on the topics and the group); ``tls``: servers that serve TLS,
-        verified against ``tls_ca_file`` (else the system's CAs). ``on_request``: what
-        answers the brokers' calls (a push consumer's), on the connections' reader
-        threads."""
+        verified against ``tls_ca_file`` (else the system's CAs). The routes and
+        connections are the client instance's (``connector.client.instance``: one per
+        process and NameServers, or per ``instance_name``), shared with the other
+        clients of the process; a pull consumer registers no group there (the
+        application owns the queues and offsets, so it is no member of a group's
+        rebalance)."""
         self.group = validate_group(group)
-        self.rpc = Rpc(
-            busy_poll_us=busy_poll_us,
-            on_request=on_request,
-            credentials=Credentials.of(access_key, secret_key),
-            tls=client_context(tls_ca_file) if tls_settings(tls, tls_ca_file) else None,
-        )
-        self.namesrv = NameServerClient(parse_namesrv(namesrv), self.rpc)
+        self.instance = ClientInstance.join(
+            self, namesrv=namesrv, instance_name=instance_name, busy_poll_us=busy_poll_us,
+            access_key=access_key, secret_key=secret_key, tls=tls, tls_ca_file=tls_ca_file,
+        )  # fmt: skip
+        self.rpc = self.instance.rpc
+        self.namesrv = self.instance.namesrv
         self.timeout_ms = timeout_ms
         self.read_ahead = read_ahead
         self.read_routing = read_routing or ReadRouting()
-        self._routes: dict[str, TopicRouteData] = {}
+        self._stale: set[str] = set()  # topics whose route a failure put in doubt
         self._lock = threading.Lock()
         self._ahead: dict[MessageQueue, _ReadAhead] = {}  # by queue, at most one
 
@@ -159,19 +159,18 @@ class PullConsumer:
     def shutdown(self) -> None:
         with self._lock:
             self._ahead.clear()
-        self.rpc.close()
+        self.instance.leave(self)
 
     # -- routes ------------------------------------------------------------------------
 
     def _route(self, topic: str, *, refresh: bool = False) -> TopicRouteData:
         validate_topic(topic)
-        route = None if refresh else self._routes.get(topic)
+        route = None if refresh or topic in self._stale else self.instance.route(topic)
         if route is None:
-            route = self.namesrv.topic_route(topic)
+            self._stale.discard(topic)
+            route = self.instance.fetch_route(topic)
             if route is None:
                 raise TopicNotExistError(f"No route info of this topic: {topic}")
-            with self._lock:
-                self._routes[topic] = route
         return route
 
     def _refreshed_route(self, topic: str) -> TopicRouteData | None:
@@ -224,7 +223,7 @@ class PullConsumer:
         """``addr`` could not be reached: avoid it for a while, ask for the route again,
         and return another node of the broker to try once more, if it has one."""
         self.read_routing.mark_failed(addr)
-        route = self._refreshed_route(mq.topic) or self._routes.get(mq.topic)
+        route = self._refreshed_route(mq.topic) or self.instance.route(mq.topic)
         choice = None if route is None else self._choice(route, mq.broker_name)
         if choice is None or choice.addr == addr:
             return None
@@ -329,8 +328,7 @@ class PullConsumer:
                 if isinstance(error, RemotingError):
                     self.read_routing.mark_failed(addr)  # the next call reads elsewhere
                 if isinstance(error, PyMQError) and (error.retriable or error.invalid_metadata):
-                    with self._lock:  # the broker may have moved: the next pull asks again
-                        self._routes.pop(mq.topic, None)
+                    self._stale.add(mq.topic)  # the broker may have moved: the next pull asks
                 callback(result, error if result is None else None)
 
             cmd = RemotingCommand(RequestCode.PULL_MESSAGE, dict(ext))

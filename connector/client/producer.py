@@ -25,8 +25,6 @@ import collections
 import contextlib
 import itertools
 import logging
-import os
-import socket
 import struct
 import threading
 import time
@@ -45,18 +43,18 @@ from connector.client.accumulator import (
     SyncWaiter,
     Waiter,
 )
-from connector.client.connection import DEFAULT_BUSY_POLL_US
+from connector.client.connection import DEFAULT_BUSY_POLL_US, RemotingConnection
 from connector.client.futures import SendFuture
+from connector.client.instance import ClientInstance
 from connector.client.latency import (
     DEFAULT_LATENCY_MAX_MS,
     DEFAULT_NOT_AVAILABLE_DURATION_MS,
     MQFaultStrategy,
     split_send_timeout,
 )
-from connector.client.namesrv import NameServerClient, parse_namesrv
 from connector.client.publish_info import TopicPublishInfo
 from connector.client.results import SendContext, SendMessageHook, SendResult
-from connector.client.rpc import Rpc, error_for_response
+from connector.client.rpc import error_for_response
 from connector.errors import (
     BrokerBusyError,
     ConfigError,
@@ -77,8 +75,8 @@ from connector.protocol.properties import PropertyKeys, encode_properties
 from connector.protocol.record import MESSAGE_MAGIC_CODE, record_size
 from connector.protocol.remoting import SEND_V2_LETTERS as V2
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+from connector.protocol.route import TopicRouteData
 from connector.protocol.status import SendStatus
-from connector.protocol.tls import client_context, tls_settings
 from connector.protocol.wire import batch_offsets
 
 __all__ = ["Producer"]
@@ -122,6 +120,9 @@ class _Encoded:
 class Producer:
     """Send messages to a pymq cluster. Settings are RocketMQ's, in snake_case."""
 
+    # whether brokers call this kind of producer (CHECK_TRANSACTION_STATE)
+    ANSWERS_BROKERS = False
+
     def __init__(
         self,
         *,
@@ -152,18 +153,21 @@ class Producer:
         secret_key: str | None = None,
         tls: bool = False,
         tls_ca_file: str | None = None,
+        instance_name: str | None = None,
+        heartbeat_broker_interval_ms: int = 30_000,
     ) -> None:
         """``access_key`` / ``secret_key``: the account every request is signed with
         (servers with ACL on: PUB on the topics); ``tls``: servers that serve TLS,
-        verified against ``tls_ca_file`` (else the system's CAs)."""
+        verified against ``tls_ca_file`` (else the system's CAs). ``instance_name``:
+        the client instance (``connector.client.instance``) to share with the other
+        clients of this process; a second producer of a group gets one of its own."""
         self.group = validate_group(group)
-        credentials = Credentials.of(access_key, secret_key)
-        self._tls = client_context(tls_ca_file) if tls_settings(tls, tls_ca_file) else None
-        self.namesrv_addrs = parse_namesrv(namesrv)
+        Credentials.of(access_key, secret_key)  # one key without the other: ConfigError
         for name, value in (
             ("send_msg_timeout_ms", send_msg_timeout_ms),
             ("max_message_size", max_message_size),
             ("poll_name_server_interval_ms", poll_name_server_interval_ms),
+            ("heartbeat_broker_interval_ms", heartbeat_broker_interval_ms),
             ("default_topic_queue_nums", default_topic_queue_nums),
             ("client_async_semaphore_value", client_async_semaphore_value),
             ("async_workers", async_workers),
@@ -200,35 +204,41 @@ class Producer:
             latency_max_ms=tuple(latency_max_ms),
             not_available_duration_ms=tuple(not_available_duration_ms),
         )
-        self.rpc = self._make_rpc(busy_poll_us, credentials)
-        self.namesrv = NameServerClient(self.namesrv_addrs, self.rpc)
-        self.client_id = f"{socket.gethostname()}@{os.getpid()}@{id(self):x}"
         self._uniq = UniqKeyGenerator()
         self._hooks: list[SendMessageHook] = []
-        self._routes: dict[str, TopicPublishInfo] = {}
+        # by topic: its publish info and the route it was made from (the topic's own, or
+        # TBW102's for a topic the brokers will create), as the client instance had it
+        self._routes: dict[str, tuple[TopicPublishInfo, TopicRouteData]] = {}
         self._routes_lock = threading.Lock()
         self._local = threading.local()  # per thread: the batch encoding scratch
         self._headers: dict[tuple[str, int, CompressionType | None], dict[str, str]] = {}
         self._async_slots = _Slots(client_async_semaphore_value)
         self._async_workers = async_workers
         self._executor: ThreadPoolExecutor | None = None
-        self._stop = threading.Event()
-        self._background: threading.Thread | None = None
+        self._started = False
         self._state_lock = threading.Lock()
         self._closed = False
-
-    def _make_rpc(self, busy_poll_us: int, credentials: Credentials | None) -> Rpc:
-        """The transport (a subclass that answers brokers' requests passes ``on_request``)."""
-        return Rpc(busy_poll_us=busy_poll_us, credentials=credentials, tls=self._tls)
+        self.instance = ClientInstance.join(
+            self, namesrv=namesrv, instance_name=instance_name, busy_poll_us=busy_poll_us,
+            access_key=access_key, secret_key=secret_key, tls=tls, tls_ca_file=tls_ca_file,
+            producer_group=self.group, listen=self.ANSWERS_BROKERS,
+            poll_name_server_interval_ms=poll_name_server_interval_ms,
+            heartbeat_broker_interval_ms=heartbeat_broker_interval_ms,
+        )  # fmt: skip
+        self.rpc = self.instance.rpc
+        self.namesrv = self.instance.namesrv
+        self.namesrv_addrs = self.instance.namesrv_addrs
+        self.client_id = self.instance.client_id
 
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> Producer:
-        """Start the route refresher (and broker probes). Sends start it when needed."""
+        """Start sending (the pools; the client instance refreshes the routes, and this
+        producer's probes of isolated brokers run). Sends start it when needed."""
         with self._state_lock:
             if self._closed:
                 raise PyMQError("this producer was shut down")
-            if self._background is None:
+            if not self._started:
                 # retries of async sends run here, not on a connection's reader thread
                 # (a retry may look a route up, which blocks)
                 self._executor = ThreadPoolExecutor(
@@ -242,10 +252,7 @@ class Producer:
                     total_max_bytes=self.total_batch_max_bytes,
                     name=self.group,
                 )
-                self._background = threading.Thread(
-                    target=self._background_loop, name="pymq-producer-routes", daemon=True
-                )
-                self._background.start()
+                self._started = True
         return self
 
     def shutdown(self) -> None:
@@ -257,24 +264,9 @@ class Producer:
             executor, self._executor = self._executor, None
         if self._accumulator is not None:  # what it gathered is sent first
             self._accumulator.close()
-        self._stop.set()
         if executor is not None:
             executor.shutdown(wait=True)
-        if self._background is not None:
-            self._background.join(10)
-        self._unregister()
-        self.rpc.close()
-
-    def _unregister(self) -> None:
-        """UNREGISTER_CLIENT to every broker this producer talked to (oneway)."""
-        ext = {"clientID": self.client_id, "producerGroup": self.group}
-        for conn in self.rpc.client.connections():
-            if conn.addr in self.namesrv_addrs:
-                continue
-            try:
-                self.rpc.oneway(conn.addr, RequestCode.UNREGISTER_CLIENT, ext)
-            except PyMQError as exc:
-                log.debug("unregistering from %s failed: %s", conn.addr, exc)
+        self.instance.leave(self)  # UNREGISTER_CLIENT of the group; the last one closes
 
     def __enter__(self) -> Producer:
         return self.start()
@@ -288,53 +280,31 @@ class Producer:
 
     # -- routes ------------------------------------------------------------------------
 
-    def _background_loop(self) -> None:
-        interval_s = self.poll_name_server_interval_ms / 1000
-        probe_s = 0.5
-        next_refresh = time.monotonic() + interval_s
-        while not self._stop.wait(probe_s):
+    def tick(self) -> None:
+        """The client instance's periodic call: probe the isolated brokers."""
+        if self._started and not self._closed:
             self._probe_isolated_brokers()
-            if time.monotonic() >= next_refresh:
-                next_refresh = time.monotonic() + interval_s
-                self.refresh_routes()
+
+    def on_request(self, conn: RemotingConnection, cmd: RemotingCommand) -> None:
+        """A broker's call for this group: a plain producer answers none."""
 
     def _probe_isolated_brokers(self) -> None:
         """Ask isolated brokers whether they are back (RocketMQ 5's reachability check)."""
         for broker_name in self.fault_strategy.brokers_to_probe():
-            addr = self._broker_addr(broker_name)
+            addr = self.instance.broker_addr(broker_name)
             if addr is None:
                 self.fault_strategy.probe_result(broker_name, False, 0.0)
                 continue
             t0 = time.monotonic()
-            try:
-                self._heartbeat(addr, timeout_s=1.0)
-            except PyMQError:
-                self.fault_strategy.probe_result(broker_name, False, 0.0)
-            else:
+            if self.instance.heartbeat(addr, timeout_s=1.0):
                 self.fault_strategy.probe_result(broker_name, True, (time.monotonic() - t0) * 1000)
-
-    def _heartbeat(self, addr: str, *, timeout_s: float) -> None:
-        """HEART_BEAT: this producer's group, so the broker knows it (and a probe)."""
-        body = orjson.dumps(
-            {
-                "clientID": self.client_id,
-                "producerDataSet": [{"groupName": self.group}],
-                "consumerDataSet": [],
-            }
-        )
-        self.rpc.call(addr, RequestCode.HEART_BEAT, None, body, timeout_s=timeout_s)
-
-    def _broker_addr(self, broker_name: str) -> str | None:
-        for info in list(self._routes.values()):
-            addr = info.broker_addrs.get(broker_name)
-            if addr:
-                return addr
-        return None
+            else:
+                self.fault_strategy.probe_result(broker_name, False, 0.0)
 
     def refresh_routes(self) -> None:
-        """Ask the NameServer for the route of every topic sent to, now (the background
-        thread does every ``poll_name_server_interval_ms``). A topic the NameServer has
-        no route for keeps the route it had."""
+        """Ask the NameServer for the route of every topic sent to, now (the client
+        instance does every ``poll_name_server_interval_ms``). A topic the NameServer
+        has no route for keeps the route it had."""
         for topic in list(self._routes):
             try:
                 self._refresh_route(topic)
@@ -345,34 +315,47 @@ class Producer:
         """The seeds' updateTopicRouteInfoFromNameServer: the topic's own route, or with
         ``default`` TBW102's with ``default_topic_queue_nums`` queues a broker; cached when
         usable. None (and the cache as it was) when the NameServer has none."""
-        info: TopicPublishInfo | None = None
         if not default:
-            route = self.namesrv.topic_route(topic)
-            if route is not None:
-                info = TopicPublishInfo.from_route(route)
+            # a topic without a route yet is asked for at every refresh of the instance
+            route = self.instance.fetch_route(topic, watch=True)
+            return None if route is None else self._publish_from(topic, route)
+        route = self.instance.fetch_route(DEFAULT_TOPIC)
+        return None if route is None else self._publish_from(topic, route, default=True)
+
+    def _publish_from(
+        self, topic: str, route: TopicRouteData, *, default: bool = False
+    ) -> TopicPublishInfo | None:
+        """Publish info made from ``route`` (TBW102's with ``default``), cached if usable."""
+        if default:
+            info = TopicPublishInfo.from_route_for_default_topic(
+                route, topic, self.default_topic_queue_nums
+            )
         else:
-            route = self.namesrv.topic_route(DEFAULT_TOPIC)
-            if route is not None:
-                info = TopicPublishInfo.from_route_for_default_topic(
-                    route, topic, self.default_topic_queue_nums
-                )
-        if info is not None and info.ok():
-            with self._routes_lock:
-                self._routes[topic] = info
-            return info
-        return None
+            info = TopicPublishInfo.from_route(route)
+        if not info.ok():
+            return None
+        with self._routes_lock:
+            self._routes[topic] = (info, route)
+        return info
 
     def publish_info(self, topic: str) -> TopicPublishInfo:
-        """The topic's writable queues (cached; refreshed in the background). Without a
-        usable cached route: the topic's own, else TBW102's for auto-creation (the seeds'
-        tryToFindTopicPublishInfo)."""
-        info = self._routes.get(topic)
-        if info is not None and info.ok():
-            return info
-        info = self._refresh_route(topic) or self._refresh_route(topic, default=True)
-        if info is None:
+        """The topic's writable queues (made again whenever the client instance's route
+        of the topic changes). Without a usable route: the topic's own from a NameServer,
+        else TBW102's for auto-creation (the seeds' tryToFindTopicPublishInfo)."""
+        entry = self._routes.get(topic)
+        current = self.instance.route(topic)
+        if entry is not None:
+            info, source = entry
+            if (current is None or current is source) and info.ok():
+                return info
+        if current is not None:
+            made = self._publish_from(topic, current)
+            if made is not None:
+                return made
+        made = self._refresh_route(topic) or self._refresh_route(topic, default=True)
+        if made is None:
             raise TopicNotExistError(f"No route info of this topic: {topic}")
-        return info
+        return made
 
     # -- encoding ----------------------------------------------------------------------
 
@@ -652,7 +635,7 @@ class Producer:
 
     def _master_addr(self, broker_name: str) -> str:
         """A broker name's master: from the routes known, else the NameServer's clusters."""
-        addr = self._broker_addr(broker_name)
+        addr = self.instance.broker_addr(broker_name)
         if addr is None:
             for group in self.namesrv.cluster_info().brokers:
                 if group.broker_name == broker_name:

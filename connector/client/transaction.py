@@ -29,16 +29,13 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from connector.client.connection import RemotingConnection
 from connector.client.producer import Producer, _Encoded
-from connector.client.rpc import Rpc
 from connector.errors import CorruptRecordError, PyMQError
-from connector.protocol.acl import Credentials
 from connector.protocol.message import Message, MessageExt, MessageQueue, SysFlag
 from connector.protocol.msgid import decode_offset_msg_id
 from connector.protocol.properties import PropertyKeys, encode_properties
@@ -118,6 +115,8 @@ class TransactionProducer(Producer):
     ``heartbeat_broker_interval_ms``: how often every broker of the routes is told this
     producer is alive (so it can be asked about its halves)."""
 
+    ANSWERS_BROKERS = True
+
     def __init__(
         self,
         *,
@@ -126,28 +125,15 @@ class TransactionProducer(Producer):
         heartbeat_broker_interval_ms: int = 30_000,
         **settings: Any,
     ) -> None:
-        super().__init__(**settings)
         self.listener = listener
         self.heartbeat_broker_interval_ms = heartbeat_broker_interval_ms
+        # the client instance heartbeats this group to every broker it knows
+        super().__init__(heartbeat_broker_interval_ms=heartbeat_broker_interval_ms, **settings)
         self._checks = ThreadPoolExecutor(check_threads, thread_name_prefix="pymq-tx-check")
         self._told: set[str] = set()  # brokers heartbeated since start
-        self._beats: threading.Thread | None = None
-
-    def _make_rpc(self, busy_poll_us: int, credentials: Credentials | None) -> Rpc:
-        return Rpc(
-            busy_poll_us=busy_poll_us,
-            on_request=self._on_request,
-            credentials=credentials,
-            tls=self._tls,
-        )
 
     def start(self) -> TransactionProducer:
         super().start()
-        if self._beats is None:
-            self._beats = threading.Thread(
-                target=self._heartbeat_loop, name="pymq-tx-heartbeat", daemon=True
-            )
-            self._beats.start()
         return self
 
     def shutdown(self) -> None:
@@ -167,7 +153,7 @@ class TransactionProducer(Producer):
         props[P.UNIQ_KEY] = props.get(P.UNIQ_KEY) or self._uniq.next_id()
         half = _Half(msg, props, self.group)
         sent = self._send(half, msg, self.retry_times_when_send_failed)
-        addr = self._broker_addr(sent.queue.broker_name)
+        addr = self.instance.broker_addr(sent.queue.broker_name)
         if addr is not None and addr not in self._told:
             self._tell(addr)  # it may check back before the next heartbeat
         state = LocalTransactionState.ROLLBACK_MESSAGE
@@ -230,7 +216,7 @@ class TransactionProducer(Producer):
 
     # -- check-backs -------------------------------------------------------------------
 
-    def _on_request(self, conn: RemotingConnection, cmd: RemotingCommand) -> None:
+    def on_request(self, conn: RemotingConnection, cmd: RemotingCommand) -> None:
         """A broker's request, on the connection's reader thread: handed to a check
         thread (the listener may take its time)."""
         if cmd.code != RequestCode.CHECK_TRANSACTION_STATE:
@@ -258,21 +244,11 @@ class TransactionProducer(Producer):
 
     # -- heartbeats --------------------------------------------------------------------
 
-    def _heartbeat_loop(self) -> None:
-        interval_s = self.heartbeat_broker_interval_ms / 1000
-        while not self._stop.wait(interval_s):
-            for addr in self._broker_addrs():
-                self._tell(addr)
-
-    def _broker_addrs(self) -> set[str]:
-        return {a for info in list(self._routes.values()) for a in info.broker_addrs.values()}
-
     def _tell(self, addr: str) -> None:
-        try:
-            self._heartbeat(addr, timeout_s=END_TIMEOUT_S)
+        """A heartbeat now to a broker just sent to, so it can check back before the
+        client instance's next round."""
+        if self.instance.heartbeat(addr, timeout_s=END_TIMEOUT_S):
             self._told.add(addr)
-        except PyMQError as exc:
-            log.debug("heartbeat to %s failed: %s", addr, exc)
 
 
 def _state(value: object) -> LocalTransactionState:

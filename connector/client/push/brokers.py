@@ -1,7 +1,8 @@
-"""A push consumer's calls to its group's brokers (what RocketMQ's MQClientInstance
-does for it): the routes of the subscribed topics, heartbeats, leaving the group,
-the group's client ids, and the orderly queue locks. Failures are logged and
-left to the next round of the service loop, never raised."""
+"""A push consumer's calls to its group's brokers: the routes of the subscribed
+topics (the client instance's), the group's client ids, and the orderly queue
+locks. Failures are logged and left to the next round of the service loop,
+never raised. Heartbeats and leaving the group are the client instance's
+(``connector.client.instance``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ from collections.abc import Iterable, Sequence
 
 import orjson
 
-from connector.client.namesrv import NameServerClient
-from connector.client.rpc import Rpc
+from connector.client.instance import ClientInstance
 from connector.errors import PyMQError
 from connector.protocol.message import MessageQueue
 from connector.protocol.remoting import RequestCode
@@ -23,68 +23,33 @@ log = logging.getLogger(__name__)
 
 
 class GroupBrokers:
-    def __init__(
-        self, rpc: Rpc, namesrv: NameServerClient, *, group: str, client_id: str, timeout_ms: int
-    ) -> None:
-        self.rpc = rpc
-        self.namesrv = namesrv
+    def __init__(self, instance: ClientInstance, *, group: str, timeout_ms: int) -> None:
+        self.instance = instance
+        self.rpc = instance.rpc
         self.group = group
-        self.client_id = client_id
         self.timeout_ms = timeout_ms
-        self.routes: dict[str, TopicRouteData] = {}
+
+    @property
+    def client_id(self) -> str:
+        return self.instance.client_id
 
     def refresh_route(self, topic: str) -> TopicRouteData | None:
         try:
-            route = self.namesrv.topic_route(topic)
+            return self.instance.fetch_route(topic, watch=True)
         except PyMQError as exc:
             log.warning("the route of %s could not be fetched: %s", topic, exc)
-            return self.routes.get(topic)
-        if route is not None:
-            self.routes[topic] = route
-        return route
+            return self.instance.route(topic)
 
     def found_missing_routes(self, topics: Iterable[str]) -> bool:
         """Ask again for the routes not known yet; True if one came."""
-        missing = [t for t in topics if t not in self.routes]
+        missing = [t for t in topics if self.instance.route(t) is None]
         return any(self.refresh_route(topic) is not None for topic in missing)
 
     def master(self, broker_name: str) -> str | None:
-        for route in list(self.routes.values()):
-            for b in route.brokers:
-                if b.broker_name == broker_name and b.master_addr():
-                    return b.master_addr()
-        return None
-
-    def masters(self) -> set[str]:
-        return {
-            addr
-            for route in list(self.routes.values())
-            for b in route.brokers
-            if (addr := b.master_addr())
-        }
-
-    def heartbeat_all(self, body: bytes) -> None:
-        """HEART_BEAT with ``body`` to every master of the routes known."""
-        for addr in self.masters():
-            try:
-                self.rpc.call(
-                    addr, RequestCode.HEART_BEAT, None, body, timeout_s=self.timeout_ms / 1000
-                )
-            except PyMQError as exc:
-                log.warning("heartbeat to %s failed: %s", addr, exc)
-
-    def unregister(self) -> None:
-        ext = {"clientID": self.client_id, "consumerGroup": self.group, "producerGroup": ""}
-        for addr in self.masters():
-            try:
-                self.rpc.call(
-                    addr, RequestCode.UNREGISTER_CLIENT, ext, timeout_s=self.timeout_ms / 1000
-                )
-            except PyMQError as exc:
-                log.debug("unregistering from %s failed: %s", addr, exc)
+        return self.instance.broker_addr(broker_name)
 
     def client_ids(self, topic: str) -> list[str]:
-        route = self.routes.get(topic)
+        route = self.instance.route(topic)
         names = sorted({b.broker_name for b in route.brokers}) if route else []
         for name in names:
             addr = self.master(name)

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -48,10 +47,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from connector.client.connection import RemotingConnection
 from connector.client.consumer import PullConsumer
+from connector.client.instance import ClientInstance
 from connector.client.push.allocate import allocate
 from connector.client.push.brokers import GroupBrokers
 from connector.client.push.consume import ConsumeService
@@ -119,25 +117,28 @@ class PushConsumer:
         self.settings = PushSettings(
             offset_store_dir=Path(offset_store_dir or DEFAULT_OFFSET_STORE_DIR), **settings
         )
-        self.instance_name = instance_name or f"{os.getpid()}-{id(self):x}"
-        self.client_id = f"{socket.gethostname()}@{self.instance_name}"
         self.timeout_ms = timeout_ms
+        self._started = False
+        self.subscriptions: dict[str, str] = {}  # topic -> expression
+        self.instance = ClientInstance.join(
+            self, namesrv=namesrv, instance_name=instance_name,
+            access_key=access_key, secret_key=secret_key, tls=tls, tls_ca_file=tls_ca_file,
+            consumer_group=self.group, listen=True,
+            heartbeat_broker_interval_ms=self.settings.heartbeat_broker_interval_ms,
+        )  # fmt: skip
+        self.instance_name = self.instance.instance_name
+        self.client_id = self.instance.client_id
         self.puller = PullConsumer(
             group=group, namesrv=namesrv, timeout_ms=timeout_ms, read_ahead=False,
             access_key=access_key, secret_key=secret_key, tls=tls, tls_ca_file=tls_ca_file,
-            on_request=self._on_request,
+            instance_name=self.instance_name,
         )  # fmt: skip
         self.retry_topic = RETRY_PREFIX + self.group
-        self.subscriptions: dict[str, str] = {}  # topic -> expression
         self.offsets: OffsetStore = self._offset_store()
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._table_lock = threading.RLock()
         self._rebalance_lock = threading.Lock()  # one rebalance (or offset reset) at a time
-        self.brokers = GroupBrokers(
-            self.puller.rpc, self.puller.namesrv, group=self.group, client_id=self.client_id,
-            timeout_ms=timeout_ms,
-        )  # fmt: skip
-        self._started = False
+        self.brokers = GroupBrokers(self.instance, group=self.group, timeout_ms=timeout_ms)
         self._start_on_subscribe = False  # entered as a context manager before subscribing
         self._stopping = False
         self._stop = threading.Event()
@@ -168,7 +169,7 @@ class PushConsumer:
         if self._start_on_subscribe and not self._started:
             self.start()
         elif self._started:
-            self.brokers.heartbeat_all(self.heartbeat_body())
+            self.instance.heartbeat_all()
             self._rebalance_now.set()
 
     def start(self) -> PushConsumer:
@@ -186,7 +187,7 @@ class PushConsumer:
         self._consume = ConsumeService(self, self._pool, self._scheduler)
         for topic in list(self.subscriptions):
             self.brokers.refresh_route(topic)
-        self.brokers.heartbeat_all(self.heartbeat_body())
+        self.instance.heartbeat_all()
         self.rebalance()
         self._service = threading.Thread(target=self._run, name="pymq-push-service", daemon=True)
         self._service.start()
@@ -196,6 +197,7 @@ class PushConsumer:
         """Stop pulling, let the batches in the listener finish (batches not started are
         left: they are pulled again), commit the offsets, unlock, leave the group."""
         if not self._started or self._stopping:
+            self.instance.leave(self)
             self.puller.shutdown()
             return
         self._stopping = True
@@ -212,7 +214,7 @@ class PushConsumer:
         self.offsets.persist(pqs)
         if self.settings.orderly and self.settings.clustering:
             self._unlock(list(pqs))
-        self.brokers.unregister()
+        self.instance.leave(self)  # UNREGISTER_CLIENT of the group to every broker
         self.puller.shutdown()
 
     def __enter__(self) -> PushConsumer:
@@ -252,13 +254,13 @@ class PushConsumer:
                 if now >= due["missing"]:  # a topic without a route yet (being created)
                     due["missing"] = now + _MISSING_ROUTE_RETRY_S
                     if self.brokers.found_missing_routes(list(self.subscriptions)):
-                        self.brokers.heartbeat_all(self.heartbeat_body())
+                        self.instance.heartbeat_all()
                         notified = True
                 if now >= due["heartbeat"]:
                     due["heartbeat"] = now + s.heartbeat_broker_interval_ms / 1000
                     for topic in list(self.subscriptions):
                         self.brokers.refresh_route(topic)
-                    self.brokers.heartbeat_all(self.heartbeat_body())
+                    self.instance.heartbeat_all()
                 if self._unlocked_share and now >= due["unlocked"]:
                     due["unlocked"] = now + _UNLOCKED_SHARE_RETRY_S
                     notified = True
@@ -278,6 +280,15 @@ class PushConsumer:
     # -- routes, heartbeats ------------------------------------------------------------
 
     def heartbeat_body(self) -> bytes:
+        """The client instance's heartbeat, with this consumer's data in it."""
+        return self.instance.heartbeat_body()
+
+    def consumer_data(self) -> dict[str, Any] | None:
+        """This consumer's entry of the instance's heartbeats: None before ``start`` and
+        once shutting down (a member that consumes nothing must not count in the
+        group's rebalance)."""
+        if not self._started or self._stopping:
+            return None
         subs = []
         for topic, expr in sorted(self.subscriptions.items()):
             tags = sorted(parse_tags(expr) or ())
@@ -286,17 +297,12 @@ class PushConsumer:
                 "tagsSet": tags, "codeSet": [tags_code(t) for t in tags],
                 "subVersion": self.start_timestamp_ms, "expressionType": "TAG",
             })  # fmt: skip
-        data = {
-            "clientID": self.client_id,
-            "producerDataSet": [],
-            "consumerDataSet": [{
-                "groupName": self.group, "consumeType": "CONSUME_PASSIVELY",
-                "messageModel": self.settings.message_model,
-                "consumeFromWhere": self.settings.consume_from_where,
-                "subscriptionDataSet": subs, "unitMode": False,
-            }],
+        return {
+            "groupName": self.group, "consumeType": "CONSUME_PASSIVELY",
+            "messageModel": self.settings.message_model,
+            "consumeFromWhere": self.settings.consume_from_where,
+            "subscriptionDataSet": subs, "unitMode": False,
         }  # fmt: skip
-        return orjson.dumps(data)
 
     def rebalance(self) -> None:
         """Take this member's share of every subscribed topic now (see the module)."""
@@ -484,7 +490,7 @@ class PushConsumer:
 
     # -- the brokers' calls ------------------------------------------------------------
 
-    def _on_request(self, conn: RemotingConnection, cmd: RemotingCommand) -> None:
+    def on_request(self, conn: RemotingConnection, cmd: RemotingCommand) -> None:
         if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             log.info("the brokers say group %s changed: rebalancing", self.group)
             self._rebalance_now.set()
