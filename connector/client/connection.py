@@ -301,7 +301,12 @@ class RemotingConnection:
         self._calls[cmd.opaque] = call
 
     def invoke(
-        self, cmd: RemotingCommand, timeout_s: float, *, busy_poll: bool = True
+        self,
+        cmd: RemotingCommand,
+        timeout_s: float,
+        *,
+        busy_poll: bool = True,
+        background: bool = False,
     ) -> RemotingCommand:
         """Send a request and wait for its answer.
 
@@ -311,7 +316,11 @@ class RemotingConnection:
         socket without blocking for ``busy_poll_s`` (unless ``busy_poll`` is False,
         e.g. for a long poll, whose answer is not expected soon): an answer that comes
         within it costs no wake-up of a sleeping thread (see
-        ``connector.server.busy_poll`` for what that saves).
+        ``connector.server.busy_poll`` for what that saves). ``background``: a rare
+        call (a heartbeat) that never starts the reader thread: it waits for the
+        caller reading to hand its answer over, so a lone sender that it happened to
+        overlap keeps reading its own answers (a reader thread, once started, reads
+        for as long as requests are in flight: for good under a steady sender).
         """
         call = _Call()
         self._register(cmd, call)
@@ -334,7 +343,7 @@ class RemotingConnection:
                     self._read_lock.release()
                     self._hand_over()
             else:
-                if self._reader is None:
+                if self._reader is None and not background:
                     # callers on several threads: a reader of its own reads without
                     # pausing between answers (taking turns costs a wake-up per turn)
                     self.start_reader()
@@ -585,9 +594,17 @@ class RemotingClient:
                 del self._conns[conn.addr]
 
     def invoke(
-        self, addr: str, cmd: RemotingCommand, timeout_s: float, *, busy_poll: bool = True
+        self,
+        addr: str,
+        cmd: RemotingCommand,
+        timeout_s: float,
+        *,
+        busy_poll: bool = True,
+        background: bool = False,
     ) -> RemotingCommand:
-        return self.connection(addr).invoke(cmd, timeout_s, busy_poll=busy_poll)
+        return self.connection(addr).invoke(
+            cmd, timeout_s, busy_poll=busy_poll, background=background
+        )
 
     def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         self.connection(addr).invoke_oneway(cmd)

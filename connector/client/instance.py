@@ -331,9 +331,10 @@ class ClientInstance:
     def heartbeat(self, addr: str, body: bytes | None = None, *, timeout_s: float) -> bool:
         """One HEART_BEAT to ``addr``; whether it was answered."""
         try:
+            # a heartbeat must not leave a sender's connection with a reader thread
             self.rpc.call(
                 addr, RequestCode.HEART_BEAT, None, body or self.heartbeat_body(),
-                timeout_s=timeout_s,
+                timeout_s=timeout_s, busy_poll=False, background=True,
             )  # fmt: skip
         except PyMQError as exc:
             log.debug("heartbeat to %s failed: %s", addr, exc)

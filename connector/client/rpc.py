@@ -97,11 +97,13 @@ class Rpc:
         timeout_s: float,
         ok: Collection[int] = _SUCCESS,
         busy_poll: bool = True,
+        background: bool = False,
     ) -> RemotingCommand:
         """The answer if its code is in ``ok``, else the error it carries. ``busy_poll``
-        False: a lone caller waits for it asleep at once (a long poll)."""
+        False: a lone caller waits for it asleep at once (a long poll); ``background``:
+        a rare call that starts no reader thread (see ``RemotingConnection.invoke``)."""
         cmd = RemotingCommand(code, dict(ext) if ext else {}, body)
-        resp = self.client.invoke(addr, cmd, timeout_s, busy_poll=busy_poll)
+        resp = self.client.invoke(addr, cmd, timeout_s, busy_poll=busy_poll, background=background)
         if resp.code not in ok:
             raise error_for_response(addr, resp)
         return resp

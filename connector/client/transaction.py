@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from connector.client.connection import RemotingConnection
-from connector.client.producer import Producer, _Encoded
+from connector.client.encoding import Encoded
+from connector.client.producer import Producer
+from connector.client.send_request import SendRequests
 from connector.errors import CorruptRecordError, PyMQError
 from connector.protocol.message import Message, MessageExt, MessageQueue, SysFlag
 from connector.protocol.msgid import decode_offset_msg_id
@@ -91,7 +93,7 @@ class TransactionSendResult:
     transaction_id: str
 
 
-class _Half(_Encoded):
+class _Half(Encoded):
     """A transactional message as encoded for SEND_MESSAGE_V2 (a half is one message,
     never part of a batch): its body and properties apart."""
 
@@ -107,6 +109,23 @@ class _Half(_Encoded):
         self.body = msg.body
         self.flag = msg.flag
         self.properties = encoded.decode()
+
+
+class _HalfRequests(SendRequests):
+    """Sends as a plain producer's; a ``_Half`` as a single message (SEND_MESSAGE_V2,
+    its properties in the header), prepared."""
+
+    def command(self, mq: MessageQueue, encoded: Encoded) -> RemotingCommand:
+        cmd = super().command(mq, encoded)  # the queue's header (a fresh dict)
+        if not isinstance(encoded, _Half):
+            return cmd
+        ext = cmd.ext
+        ext.pop("offsetRuns", None)
+        ext[V2["sysFlag"]] = str(SysFlag.TRANSACTION_PREPARED)
+        ext[V2["flag"]] = str(encoded.flag)
+        ext[V2["properties"]] = encoded.properties
+        ext[V2["batch"]] = "false"
+        return RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext, encoded.body)
 
 
 class TransactionProducer(Producer):
@@ -147,10 +166,10 @@ class TransactionProducer(Producer):
 
     def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
         self.start()
-        self._check(msg)
+        self.encoder.check(msg)
         props = msg.all_properties()
         props.pop(P.DELAY_TIME_LEVEL, None)  # as RocketMQ: a transaction is not delayed
-        props[P.UNIQ_KEY] = props.get(P.UNIQ_KEY) or self._uniq.next_id()
+        props[P.UNIQ_KEY] = props.get(P.UNIQ_KEY) or self.encoder.uniq.next_id()
         half = _Half(msg, props, self.group)
         sent = self._send(half, msg, self.retry_times_when_send_failed)
         addr = self.instance.broker_addr(sent.queue.broker_name)
@@ -166,17 +185,8 @@ class TransactionProducer(Producer):
             state, sent.msg_id,
         )  # fmt: skip
 
-    def _send_command(self, mq: MessageQueue, encoded: _Encoded) -> RemotingCommand:
-        cmd = super()._send_command(mq, encoded)  # the queue's header (a fresh dict)
-        if not isinstance(encoded, _Half):
-            return cmd
-        ext = cmd.ext  # as a single message's: its properties in the header, prepared
-        ext.pop("offsetRuns", None)
-        ext[V2["sysFlag"]] = str(SysFlag.TRANSACTION_PREPARED)
-        ext[V2["flag"]] = str(encoded.flag)
-        ext[V2["properties"]] = encoded.properties
-        ext[V2["batch"]] = "false"
-        return RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext, encoded.body)
+    def _make_requests(self) -> SendRequests:
+        return _HalfRequests(self.group, self.default_topic_queue_nums)
 
     def _execute(self, msg: Message, arg: Any) -> LocalTransactionState:
         try:

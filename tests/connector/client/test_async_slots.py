@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from connector.client.producer import _Slots
+from connector.client.send_async import Slots as _Slots
 
 
 def test_slots_run_out_time_out_and_come_back_to_a_waiter() -> None:

@@ -258,6 +258,39 @@ def test_the_reader_thread_ends_when_no_callback_waits(
         assert [r.body for r in pool.map(lambda b: echo(conn, b), bodies)] == bodies
 
 
+def test_a_background_call_never_starts_the_reader_thread(
+    server: LoopServer, conn: RemotingConnection
+) -> None:
+    """A heartbeat made while a sender waits on its answer: the sender (or the heartbeat)
+    reads both answers; no reader thread starts, so the sender keeps reading its own
+    answers after it (a started reader stays as long as requests are in flight)."""
+    held = threading.Event()
+    got: list[RemotingCommand] = []
+
+    def hold() -> None:
+        got.append(conn.invoke(RemotingCommand(HOLD, {"id": "sender"}, b""), WAIT_S))
+        held.set()
+
+    sender = threading.Thread(target=hold)
+    sender.start()
+    server.wait_held("sender")  # the sender is in recv, reading for everyone
+    beat = threading.Thread(
+        target=lambda: got.append(
+            conn.invoke(RemotingCommand(ECHO, {}, b"beat"), WAIT_S, background=True)
+        )
+    )
+    beat.start()
+    beat.join(WAIT_S)  # answered: read by the sender for it
+    assert not beat.is_alive() and got[0].body == b"beat"
+    assert conn._reader is None
+    server.release("sender")
+    assert held.wait(WAIT_S) and got[1].body == b"answer-sender"
+    sender.join(WAIT_S)
+    assert conn._reader is None
+    echo(conn, b"still read by its caller")
+    assert conn._reader is None
+
+
 # -- timeouts ------------------------------------------------------------------------------------
 
 
