@@ -125,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
         sock,
         ready_line=ready,
         log_level=config.log_level,
-        on_exit=controller.wake_waiters,
+        on_exit=controller.stopping,
         remoting=(remoting_server(controller), rsock),
         # once started (store recovered, modules imported: ~60,000 objects), the
         # long-lived objects of the process leave the collector's view, so a full

@@ -37,6 +37,7 @@ from broker.queue_locks import QueueLocks
 from broker.registration import BrokerRegistrar
 from broker.schedule import ScheduleMessageService
 from broker.store.epochs import EpochFile
+from broker.store.files import load_json, save_json
 from broker.store.lock import StoreLock
 from broker.store.offsets import ConsumerOffsetTable
 from broker.store.replica import ReplicaLog
@@ -121,6 +122,7 @@ class BrokerController:
         self.clients = ClientManager()  # live producers and consumers, per group
         # orderly consumers' queue locks, released as soon as their client leaves the group
         self.queue_locks = QueueLocks(lock_max_live_time_ms=config.rebalance_lock_max_live_time_ms)
+        self._restore_queue_locks()
         self.clients.on_consumer_dropped = self.queue_locks.release_client
         self.connections = ClientsProcessor(self.clients, self.admin)
         self.settings = ConfigProcessor(config, self.store.config, self._settings_changed)
@@ -213,8 +215,11 @@ class BrokerController:
             self.schedule.persist()  # the master's progress, as last received
         self.store.shutdown()
 
-    def wake_waiters(self) -> None:
-        """On SIGTERM: long polls answer now instead of holding the shutdown."""
+    def stopping(self) -> None:
+        """On SIGTERM: long polls answer now instead of holding the shutdown, and the
+        queue locks stay as they are (the connections about to close are this broker's
+        leaving, not its clients': their holders keep them across the restart)."""
+        self.queue_locks.freeze()
         if self.hold is not None:
             self.hold.loop.call_soon_threadsafe(self.hold.wake_all)
 
@@ -260,6 +265,17 @@ class BrokerController:
                     await asyncio.to_thread(self.schedule.persist)
             except OSError:
                 log.exception("persisting consumer offsets failed; retrying")
+
+    def _restore_queue_locks(self) -> None:
+        """The orderly queue locks held before a restart, back (``broker.queue_locks``);
+        from now on written whenever a lock changes hands."""
+        path = self.store.config.config_dir / "queue_locks.json"
+        taken = self.queue_locks.restore(load_json(path))
+        if taken:
+            log.info(
+                "%d orderly queue lock(s) held before the restart kept for their holders", taken
+            )
+        self.queue_locks.on_change = lambda: save_json(path, self.queue_locks.snapshot())
 
     def _scan_clients(self) -> None:
         self.clients.scan_expired()
