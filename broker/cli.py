@@ -132,4 +132,5 @@ def _run(args: argparse.Namespace) -> int:
         # collection takes ~1 ms instead of the several ms a send would wait on one
         on_ready=gc.freeze,
         tls=(str(config.tls_cert_file), str(config.tls_key_file)) if controller.tls else None,
+        max_connections_per_address=config.max_connections_per_address,
     )

@@ -107,6 +107,7 @@ def _run(args: argparse.Namespace) -> int:
         log_level=config.log_level,
         remoting=(remoting, rsock),
         tls=tls,
+        max_connections_per_address=config.max_connections_per_address,
     )
 
 

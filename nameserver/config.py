@@ -37,7 +37,7 @@ class NamesrvConfig:
       ``plain_acl.yml`` (reloaded when it changes); brokers then register signed.
     - ``tls_cert_file`` / ``tls_key_file``: both listeners serve TLS (PEM files).
     - ``max_frame_bytes``: the largest remoting frame and REST body (16 MiB);
-      ``max_connections_per_address``: remoting connections from one address (1000; 0:
+      ``max_connections_per_address``: connections from one address, per listener (1000; 0:
       no limit).
     - ``log_level``: one of critical, error, warning, info, debug, trace.
     - ``extra``: settings this class does not know (kept, never rejected).

@@ -14,6 +14,7 @@ import importlib.util
 import logging
 import socket
 import sys
+import time
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,14 +60,84 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _uvicorn_config(app: Any, log_level: str, tls: tuple[str, str] | None) -> uvicorn.Config:
+_TOO_MANY = (
+    b'{"code":"TOO_MANY_CONNECTIONS","message":"this address has '
+    b'max_connections_per_address connections open"}'
+)
+_TOO_MANY_RESPONSE = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"connection: close\r\ncontent-length: "
+    + str(len(_TOO_MANY)).encode()
+    + b"\r\n\r\n"
+    + _TOO_MANY
+)
+
+
+def limited_http(protocol: type[asyncio.Protocol], limit: int) -> type[asyncio.Protocol]:
+    """``protocol`` (uvicorn's HTTP protocol) refusing a connection from an address that
+    has ``limit`` open already (0: no limit): answered 503 ``TOO_MANY_CONNECTIONS``
+    and closed before any request is read (logged at most every 10 s)."""
+    if not limit:
+        return protocol
+    open_by_addr: dict[str, int] = {}
+    refused = [0, 0.0]  # count, when last logged
+
+    class Limited(protocol):  # type: ignore[misc, valid-type]
+        _pymq_addr: str | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            peer = transport.get_extra_info("peername")
+            addr = str(peer[0]) if peer else ""
+            count = open_by_addr.get(addr, 0)
+            if count >= limit:
+                refused[0] += 1
+                if time.monotonic() - refused[1] > 10:
+                    refused[1] = time.monotonic()
+                    log.warning(
+                        "refusing HTTP connections from %s: it has %d "
+                        "(max_connections_per_address); %d refused so far",
+                        addr, count, refused[0],
+                    )  # fmt: skip
+                transport.write(_TOO_MANY_RESPONSE)  # type: ignore[attr-defined]
+                transport.close()
+                return
+            open_by_addr[addr] = count + 1
+            self._pymq_addr = addr
+            super().connection_made(transport)
+
+        def data_received(self, data: bytes) -> None:
+            if self._pymq_addr is not None:
+                super().data_received(data)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            addr = self._pymq_addr
+            if addr is None:  # refused: the protocol never started
+                return
+            left = open_by_addr.get(addr, 0) - 1
+            if left > 0:
+                open_by_addr[addr] = left
+            else:
+                open_by_addr.pop(addr, None)
+            super().connection_lost(exc)
+
+    return Limited
+
+
+def _uvicorn_config(
+    app: Any, log_level: str, tls: tuple[str, str] | None, max_connections_per_address: int
+) -> uvicorn.Config:
     has = importlib.util.find_spec
+    http = importlib.import_module(
+        "uvicorn.protocols.http.httptools_impl" if has("httptools")
+        else "uvicorn.protocols.http.h11_impl"
+    )  # fmt: skip
+    protocol = getattr(http, "HttpToolsProtocol", None) or http.H11Protocol
     return uvicorn.Config(
         app,
         ssl_certfile=tls[0] if tls else None,
         ssl_keyfile=tls[1] if tls else None,
         loop="uvloop" if has("uvloop") else "asyncio",
-        http="httptools" if has("httptools") else "h11",
+        http=limited_http(protocol, max_connections_per_address),
         # the peer is the client: no X-Forwarded-For rewriting (and no middleware)
         proxy_headers=False,
         lifespan="on",
@@ -134,6 +205,7 @@ def serve(
     remoting: tuple[RemotingServer, socket.socket] | None = None,
     on_ready: Callable[[], None] | None = None,
     tls: tuple[str, str] | None = None,
+    max_connections_per_address: int = 0,
 ) -> int:
     """Run until SIGTERM/SIGINT; print ``ready_line`` once, when both listeners accept.
 
@@ -144,6 +216,8 @@ def serve(
     so the graceful shutdown does not wait for them); ``on_ready`` once the
     startup is done, just before the ready line. ``tls``: (certificate, key) PEM files:
     the REST listener serves HTTPS (the remoting server has its own context).
+    ``max_connections_per_address``: HTTP connections one address may hold open
+    (``limited_http``; 0: no limit), as the remoting server's own limit.
     """
 
     def ready() -> None:
@@ -151,7 +225,8 @@ def serve(
             on_ready()
         print(ready_line, flush=True)
 
-    server = _Server(_uvicorn_config(app, log_level, tls), ready, on_exit, remoting)
+    config = _uvicorn_config(app, log_level, tls, max_connections_per_address)
+    server = _Server(config, ready, on_exit, remoting)
     config = server.config
     runner: Callable[[Any], Any] = asyncio.run
     if config.loop == "uvloop":  # optional dependency, present with uvicorn[standard]

@@ -71,6 +71,39 @@ def test_connections_over_the_per_address_limit_are_closed(tmp_path: Path) -> No
                 s.close()
 
 
+def test_http_connections_over_the_per_address_limit_are_answered_503(tmp_path: Path) -> None:
+    """The REST listeners (NameServer and broker) count connections per address too:
+    one too many gets 503 TOO_MANY_CONNECTIONS and is closed; the others go on."""
+    env = plain_env(PYMQ_MAX_CONNECTIONS_PER_ADDRESS="3")
+    with LocalCluster(tmp_path, brokers=1, env=env) as cluster:
+        for server in (cluster.namesrvs[0], cluster.brokers[0]):
+            host, port = server.http_addr.rsplit(":", 1)
+            kept = [httpx.Client(base_url=f"http://{server.http_addr}") for _ in range(3)]
+            try:
+                for client in kept:  # each holds a keep-alive connection
+                    assert client.get("/health", timeout=10).status_code == 200
+                extra = socket.create_connection((host, int(port)), 5)
+                extra.settimeout(5)
+                answer = b""
+                while chunk := extra.recv(4096):
+                    answer += chunk
+                extra.close()
+                assert answer.startswith(b"HTTP/1.1 503"), answer
+                assert b'"code":"TOO_MANY_CONNECTIONS"' in answer
+                for client in kept:  # the admitted ones were not disturbed
+                    assert client.get("/health", timeout=10).status_code == 200
+                kept.pop().close()
+                url = f"http://{server.http_addr}/health"
+                wait_until(
+                    lambda url=url: httpx.get(url, timeout=5).status_code == 200,
+                    10,
+                    what="an HTTP connection admitted once one closed",
+                )
+            finally:
+                for client in kept:
+                    client.close()
+
+
 def test_a_flooding_account_is_slowed_down_the_others_are_not(tmp_path: Path) -> None:
     acl_file = tmp_path / "plain_acl.yml"
     acl_file.write_text(RULES)
