@@ -98,6 +98,17 @@ _INSTANCES: dict[_Key, ClientInstance] = {}
 _INSTANCES_LOCK = threading.Lock()
 
 
+def _forget_after_fork() -> None:
+    """In a forked child the parent's instances are not usable (their threads are gone,
+    their sockets are the parent's): its clients make instances of their own."""
+    global _INSTANCES_LOCK
+    _INSTANCES.clear()
+    _INSTANCES_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 class ClientInstance:
     """See the module. Get one with ``ClientInstance.join``; leave with ``leave``."""
 

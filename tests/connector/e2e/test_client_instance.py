@@ -4,6 +4,9 @@ the brokers see one client (RocketMQ's MQClientInstance)."""
 
 from __future__ import annotations
 
+import os
+import select
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -181,3 +184,33 @@ class _NoChecks:
 
     def check_local_transaction(self, msg: Any) -> Any:
         raise AssertionError("no half is left to check")
+
+
+def test_a_forked_child_gets_instances_of_its_own(cluster: LocalCluster, topic: str) -> None:
+    """The parent's instance (its thread, its sockets) is not the child's, even under an
+    explicit instance name (the default one is the process id: another one anyway)."""
+    named = {"namesrv": cluster.namesrv_addr, "instance_name": "forked"}
+    with PullConsumer(group="inst-fork", **named) as parent:
+        assert parent.instance.fetch_route(topic) is not None
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: a client of its own, working
+            code = 1
+            try:
+                with PullConsumer(group="inst-fork", **named) as child:
+                    fresh = child.instance is not parent.instance
+                    code = 0 if fresh and child.instance.fetch_route(topic) else 2
+            finally:
+                os.write(write, bytes([code]))
+                os._exit(0)
+        os.close(write)
+        try:
+            ready, _, _ = select.select([read], [], [], 30)
+            got = os.read(read, 1) if ready else b"timeout"
+        finally:
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(read)
+        assert got == b"\x00"
+        assert parent.instance.fetch_route(topic) is not None  # the parent's still works
