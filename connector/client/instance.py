@@ -94,19 +94,23 @@ class _Settings:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-_INSTANCES: dict[_Key, ClientInstance] = {}
-_INSTANCES_LOCK = threading.Lock()
+class _Registry:
+    """The process's instances by key."""
+
+    def __init__(self) -> None:
+        self.instances: dict[_Key, ClientInstance] = {}
+        self.lock = threading.Lock()
+
+    def forget(self) -> None:
+        """In a forked child the parent's instances are not usable (their threads are
+        gone, their sockets are the parent's; the lock may have been held by a thread
+        that is not there): its clients make instances of their own."""
+        self.instances = {}
+        self.lock = threading.Lock()
 
 
-def _forget_after_fork() -> None:
-    """In a forked child the parent's instances are not usable (their threads are gone,
-    their sockets are the parent's): its clients make instances of their own."""
-    global _INSTANCES_LOCK
-    _INSTANCES.clear()
-    _INSTANCES_LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_after_fork)
+_REGISTRY = _Registry()
+os.register_at_fork(after_in_child=_REGISTRY.forget)
 
 
 class ClientInstance:
@@ -167,13 +171,14 @@ class ClientInstance:
         use_tls = tls_settings(tls, tls_ca_file)
         settings = _Settings(poll_name_server_interval_ms, heartbeat_broker_interval_ms)
         base = instance_name or str(os.getpid())
-        with _INSTANCES_LOCK:
+        registry = _REGISTRY
+        with registry.lock:
             for n in range(1 << 16):
                 name = base if n == 0 else f"{base}-{n}"
                 key = _Key(addrs, name, busy_poll_us, credentials, use_tls, tls_ca_file)
-                inst = _INSTANCES.get(key)
+                inst = registry.instances.get(key)
                 if inst is None:
-                    inst = _INSTANCES[key] = cls(key)
+                    inst = registry.instances[key] = cls(key)
                 if inst._add(member, settings, producer_group, consumer_group):
                     if listen:
                         inst._listen()
@@ -239,13 +244,14 @@ class ClientInstance:
             self._unregister(consumer_group=g)
         if not last:
             return
-        with _INSTANCES_LOCK:
+        registry = _REGISTRY
+        with registry.lock:
             with self._lock:
                 if self._members:  # joined again meanwhile
                     return
                 self.closed = True
-            if _INSTANCES.get(self.key) is self:
-                del _INSTANCES[self.key]
+            if registry.instances.get(self.key) is self:
+                del registry.instances[self.key]
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(10)
