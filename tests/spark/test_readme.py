@@ -26,6 +26,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,8 +191,9 @@ def run_console(block: Block, run: Run) -> None:
                 assert have.keys() == want.keys(), where
             elif want:
                 assert have and have[0].keys() == want[0].keys(), where
-        elif re.fullmatch(r"[A-Z_ ]+", shown[0]):  # a table: the same columns
+        elif re.fullmatch(r"[A-Z_ ]+", shown[0]):  # a table: the same columns, and rows
             assert got and got[0].split() == shown[0].split(), where
+            assert len(got) > 1 or len(shown) == 1, where
             if args[2:4] == ["message", "send"]:  # its msgIds stand for the transcript's
                 ids = zip(shown[1].split(), got[1].split(), strict=False)
                 run.ids.update((a, b) for a, b in ids if _MSG_ID.match(a))
@@ -223,8 +225,13 @@ def test_the_section_runs(section: Section, run: Run, request: pytest.FixtureReq
                 run_console(block, run)
             else:
                 run_yaml(block)
+        # what a section waits for happened: a push consumer's listener ran (the events
+        # its snippets wait on, with a timeout, are set) ...
+        waited = [k for k, v in run.names.items() if isinstance(v, threading.Event)]
+        assert all(run.names[k].is_set() for k in waited), waited
+        # ... and its streaming queries run without an error
         for query in spark.streams.active if spark else []:  # type: ignore[attr-defined]
-            query.processAllAvailable()  # its streaming queries run without an error
+            query.processAllAvailable()
             assert query.exception() is None
     finally:
         close_what_it_started(run.names)
