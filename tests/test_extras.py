@@ -26,7 +26,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import tomllib
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the server extra brings tomli
+    import tomli as tomllib
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 PIP_TIMEOUT_S = 600.0  # a first fill of the wheelhouse downloads ~500 MB (pyspark)
