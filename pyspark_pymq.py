@@ -16,11 +16,17 @@ from connector.extras import install_hint, missing
 
 __all__ = ["DefaultSource"]
 
-# pyspark is running this import: what else of the extra is missing
-_ABSENT = [name for name in missing("spark") if name != "pyspark"]
-
 DefaultSource: Any
-if _ABSENT:
+try:
+    from connector.spark.source import PyMQDataSource
+
+    DefaultSource = PyMQDataSource
+except ModuleNotFoundError:
+    # pyspark is running this import: what else of the extra is missing (read from pymq's
+    # metadata only on this path: Spark imports this module in every session and worker)
+    _ABSENT = [name for name in missing("spark") if name != "pyspark"]
+    if not _ABSENT:
+        raise  # not a missing extra: a broken install, shown as it is
     from pyspark.sql.datasource import DataSource
 
     class MissingSparkExtra(DataSource):  # type: ignore[misc]
@@ -34,7 +40,3 @@ if _ABSENT:
             raise ImportError(f'format("pymq") {install_hint("spark", _ABSENT)}')
 
     DefaultSource = MissingSparkExtra
-else:
-    from connector.spark.source import PyMQDataSource
-
-    DefaultSource = PyMQDataSource
