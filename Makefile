@@ -22,12 +22,14 @@ $(PY): | prereq
 # the C sources: an edit rebuilds the compiled modules (pip install -e builds them in place)
 NATIVE := $(wildcard connector/*/*.c connector/*/*.h broker/*/*.c) setup.py
 
+# the dev checkout gets every part: the client (pymq's base), the servers and Spark
+# (`pymq[all]`; pyproject.toml lists each extra, README's Set up says which host needs which)
 $(VENV)/.installed: pyproject.toml $(NATIVE) | $(PY)
-	$(PIP) install --quiet -e .
+	$(PIP) install --quiet -e '.[all]'
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(NATIVE) | $(PY)
-	$(PIP) install --quiet -e '.[test]'
+	$(PIP) install --quiet -e '.[test]'  # the test extra takes pymq[all]
 	@touch $@ $(VENV)/.installed
 
 run: $(VENV)/.installed

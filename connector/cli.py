@@ -2,7 +2,9 @@
 
 Subcommands live in the package that owns them and are imported only when
 used, so ``pymq admin`` never loads server code and the servers never load
-the client CLI.
+the client CLI. A subcommand that needs one of pymq's extras (the servers:
+``pymq[server]``) checks it before its module loads, and without it exits with
+one line naming the extra to install.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from connector import __version__
+from connector.extras import install_hint, missing
 
 # subcommand -> (module with register(subparsers), one-line help)
 _COMMANDS: dict[str, tuple[str, str]] = {
@@ -32,6 +35,9 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     ),
 }
 
+
+# subcommand -> the extra of pymq it needs (pyproject.toml says what each holds)
+_EXTRAS: dict[str, str] = {"broker": "server", "namesrv": "server", "local": "server"}
 
 _PARSER_ATTR = "_pymq_parser"  # the namespace's note of the innermost parser that ran
 _MAX_USAGE_CHARS = 160
@@ -97,6 +103,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
+    typed_command = _typed_command(argv)
+    extra = _EXTRAS.get(typed_command or "")
+    if extra and (absent := missing(extra)):
+        print(f"pymq {typed_command}: {install_hint(extra, absent)}", file=sys.stderr)
+        return 1
     parser = build_parser(argv)
     args, extras = parser.parse_known_args(argv)
     typed: argparse.ArgumentParser = getattr(args, _PARSER_ATTR, parser)

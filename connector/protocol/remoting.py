@@ -5,7 +5,7 @@ header | body``; ``length`` counts everything after its own four bytes.
 Headers arrive as JSON (serializeType 0) or in RocketMQ's binary layout
 (serializeType 1); pymq writes JSON, which every RocketMQ client reads.
 
-What real clients send (see REMOTING.md): the C++ client ends its JSON header
+What real clients send (see docs/protocol.md): the C++ client ends its JSON header
 with a newline and sends numbers in ``extFields``; a JS client sends
 booleans. Any JSON scalar is accepted and kept as the string a Java server
 would see (``true`` -> ``"true"``); every ``extFields`` value written is a

@@ -1,4 +1,4 @@
-"""The source's and sink's options, parsed once on the driver (names as CONTRACT.md).
+"""The source's and sink's options, parsed once on the driver (docs/contract.md).
 
 Names follow Spark's Kafka source where the idea is the same (its Kafka names
 ``maxOffsetsPerTrigger``/``minOffsetsPerTrigger`` are aliases). Spark hands

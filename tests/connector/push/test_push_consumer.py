@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -252,14 +251,6 @@ def test_bad_settings_are_config_errors() -> None:
         PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, allocate="random")
     with pytest.raises(ConfigError, match="subscribe"):
         PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener).start()
-
-
-def test_the_readme_snippet_runs(cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Push consumer", 1)[1]
-    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
-    exec(compile(snippet.replace("127.0.0.1:9876", cluster.namesrv_addr), "README", "exec"), {})
-    assert "b'hi'" in capsys.readouterr().out
 
 
 def test_orderly_suspend_consumes_the_same_batch_again_in_order(cluster: LocalCluster) -> None:

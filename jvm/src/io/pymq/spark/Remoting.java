@@ -15,7 +15,7 @@ import java.util.HashMap;
 import java.util.Map;
 
 /**
- * One connection speaking RocketMQ's remoting protocol (see REMOTING.md): frames of
+ * One connection speaking RocketMQ's remoting protocol (see docs/protocol.md): frames of
  * {@code int32 length | int32 (serializeType << 24 | headerLength) | JSON header | body}.
  *
  * <p>Requests may be pipelined: {@link #send} several, then {@link #receive} each answer by
