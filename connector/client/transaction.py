@@ -146,10 +146,11 @@ class TransactionProducer(Producer):
     ) -> None:
         self.listener = listener
         self.heartbeat_broker_interval_ms = heartbeat_broker_interval_ms
-        # the client instance heartbeats this group to every broker it knows
-        super().__init__(heartbeat_broker_interval_ms=heartbeat_broker_interval_ms, **settings)
+        # ready before joining the client instance, which may hand it a check at once
         self._checks = ThreadPoolExecutor(check_threads, thread_name_prefix="pymq-tx-check")
         self._told: set[str] = set()  # brokers heartbeated since start
+        # the client instance heartbeats this group to every broker it knows
+        super().__init__(heartbeat_broker_interval_ms=heartbeat_broker_interval_ms, **settings)
 
     def start(self) -> TransactionProducer:
         super().start()
