@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
+from connector.client.push.pool import ConsumePool
 from connector.client.push.process_queue import ProcessQueue
 from connector.client.push.scheduler import Scheduler
 from connector.client.push.status import ConsumeContext, ConsumeOrderlyStatus, ConsumeStatus
@@ -44,67 +45,77 @@ DLQ_LEVEL = -1  # CONSUMER_SEND_MSG_BACK's delayLevel that sends straight to the
 
 
 class ConsumeService:
-    def __init__(self, consumer: PushConsumer, pool: ThreadPoolExecutor, scheduler: Scheduler):
+    def __init__(self, consumer: PushConsumer, pool: ConsumePool, scheduler: Scheduler):
         self.consumer = consumer
         self.pool = pool
         self.scheduler = scheduler
         self.settings = consumer.settings
 
     def submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: Sequence[MessageExt]) -> None:
-        """Messages just put into ``pq``: to the listener."""
+        """Messages just put into ``pq``: to the listener.
+
+        Concurrent: the batches go to as many tasks as there are idle consume
+        threads (at least one): a backlog, where every thread is busy, costs a task a
+        pull answer, not a task a batch; with threads idle the batches still run
+        side by side (a slow listener is not serialised)."""
         try:
             if self.settings.orderly:
                 self.pool.submit(self._orderly, mq, pq)
                 return
             n = self.settings.consume_message_batch_max_size
-            for i in range(0, len(msgs), n):
-                self.pool.submit(self._concurrently, mq, pq, list(msgs[i : i + n]))
+            batches = [list(msgs[i : i + n]) for i in range(0, len(msgs), n)]
+            tasks = max(1, min(len(batches), self.pool.idle()))
+            self.pool.submit_all(
+                partial(self._concurrently, mq, pq, batches[i::tasks]) for i in range(tasks)
+            )
         except RuntimeError:  # the pool is shut down: the consumer is stopping
             return
 
-    def _later(self, delay_s: float, fn: object, *args: object) -> None:
+    def _later(self, delay_s: float, fn: Callable[..., None], *args: object) -> None:
         def go() -> None:
             with contextlib.suppress(RuntimeError):
-                self.pool.submit(fn, *args)  # type: ignore[arg-type]
+                self.pool.submit(fn, *args)
 
         self.scheduler.call_later(delay_s, go)
 
     # -- concurrently ------------------------------------------------------------------
 
-    def _concurrently(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        pq.enter()  # before the dropped check: a queue given up waits for this batch
+    def _concurrently(
+        self, mq: MessageQueue, pq: ProcessQueue, batches: Sequence[list[MessageExt]]
+    ) -> None:
+        pq.enter()  # before the dropped check: a queue given up waits for these batches
         try:
-            if pq.dropped:
-                return
-            try:
-                status = self.consumer.listener(msgs, ConsumeContext(mq))
-            except Exception:
-                log.exception("the listener raised on %d message(s) of %s", len(msgs), mq)
-                status = ConsumeStatus.RECONSUME_LATER
-            if not isinstance(status, ConsumeStatus):
-                if status is not None and status != ConsumeStatus.CONSUME_SUCCESS.value:
-                    log.warning("a listener answered %r: RECONSUME_LATER", status)
-                status = (
-                    ConsumeStatus.CONSUME_SUCCESS
-                    if status == ConsumeStatus.CONSUME_SUCCESS.value
-                    else ConsumeStatus.RECONSUME_LATER
-                )
-            failed: list[MessageExt] = []
-            if status is ConsumeStatus.RECONSUME_LATER:
-                if self.settings.clustering:
-                    failed = [m for m in msgs if not self.send_back(mq, m, 0)]
-                else:
-                    log.warning("broadcasting: %d failed message(s) of %s dropped", len(msgs), mq)
-            gone = {id(m) for m in failed}
-            done = [m for m in msgs if id(m) not in gone] if failed else msgs
-            offset = pq.remove(done)
-            self.consumer.offsets.update(mq, offset)
-            if failed:
-                for m in failed:
-                    m.reconsume_times += 1
-                self._later(RECONSUME_LOCALLY_DELAY_S, self._concurrently, mq, pq, failed)
+            for batch in batches:
+                if pq.dropped:
+                    return
+                self._consume_batch(mq, pq, batch)
         finally:
             pq.leave()
+
+    def _consume_batch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        try:
+            status = self.consumer.listener(msgs, ConsumeContext(mq))
+        except Exception:
+            log.exception("the listener raised on %d message(s) of %s", len(msgs), mq)
+            status = ConsumeStatus.RECONSUME_LATER
+        if status is not ConsumeStatus.CONSUME_SUCCESS:
+            status = _concurrent_status(status)
+        failed: list[MessageExt] = []
+        if status is ConsumeStatus.RECONSUME_LATER:
+            if self.settings.clustering:
+                failed = [m for m in msgs if not self.send_back(mq, m, 0)]
+            else:
+                log.warning("broadcasting: %d failed message(s) of %s dropped", len(msgs), mq)
+        gone = {id(m) for m in failed}
+        done = [m for m in msgs if id(m) not in gone] if failed else msgs
+        offset = pq.remove(done)
+        self.consumer.offsets.update(mq, offset)
+        if pq.parked_offset is not None:
+            self.consumer.resume_pull(mq, pq)
+        if failed:
+            for m in failed:
+                m.reconsume_times += 1
+            self._later(RECONSUME_LOCALLY_DELAY_S, self._concurrently, mq, pq, [failed])
 
     def send_back(self, mq: MessageQueue, msg: MessageExt, delay_level: int) -> bool:
         """CONSUMER_SEND_MSG_BACK to the broker that stores ``msg``; False if it failed."""
@@ -163,6 +174,7 @@ class ConsumeService:
                     status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
                 if status in (ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.SUCCESS.value):
                     self.consumer.offsets.update(mq, pq.commit())
+                    self.consumer.resume_pull(mq, pq)
                     continue
                 back = pq.put_back()
                 if max(m.reconsume_times for m in back) > s.max_reconsume_times and all(
@@ -177,3 +189,15 @@ class ConsumeService:
             finally:
                 pq.leave()
         return False
+
+
+def _concurrent_status(status: Any) -> ConsumeStatus:
+    """A concurrent listener's answer as a ``ConsumeStatus`` (its value, a string, is
+    taken too; anything else, None included, is RECONSUME_LATER)."""
+    if isinstance(status, ConsumeStatus):
+        return status
+    if status == ConsumeStatus.CONSUME_SUCCESS.value:
+        return ConsumeStatus.CONSUME_SUCCESS
+    if status is not None:  # None (nothing returned) is RocketMQ's null: no warning
+        log.warning("a listener answered %r: RECONSUME_LATER", status)
+    return ConsumeStatus.RECONSUME_LATER

@@ -44,7 +44,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +59,7 @@ from connector.client.push.offset_store import (
     OffsetStore,
     RemoteOffsetStore,
 )
+from connector.client.push.pool import ConsumePool
 from connector.client.push.process_queue import ProcessQueue
 from connector.client.push.scheduler import Scheduler
 from connector.client.push.settings import DEFAULT_OFFSET_STORE_DIR, PushSettings
@@ -147,7 +147,7 @@ class PushConsumer:
         self._unlocked_share = False
         self._service: threading.Thread | None = None
         self._scheduler: Scheduler | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: ConsumePool | None = None
         self._consume: ConsumeService | None = None
         self.start_timestamp_ms = 0
 
@@ -181,7 +181,7 @@ class PushConsumer:
         self._started = True
         self.start_timestamp_ms = int(time.time() * 1000)
         s = self.settings
-        self._pool = ThreadPoolExecutor(s.consume_thread_max, thread_name_prefix="pymq-consume")
+        self._pool = ConsumePool(s.consume_thread_max)
         self._scheduler = Scheduler("pymq-push-scheduler")
         self._consume = ConsumeService(self, self._pool, self._scheduler)
         for topic in list(self.subscriptions):
@@ -208,7 +208,7 @@ class PushConsumer:
             pqs = dict(self.process_queues)
         for pq in pqs.values():
             pq.dropped = True
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown()
         self.offsets.persist(pqs)
         if self.settings.orderly and self.settings.clustering:
             self._unlock(list(pqs))
@@ -428,15 +428,31 @@ class PushConsumer:
     # -- pulls -------------------------------------------------------------------------
 
     def _pull_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int, delay_s: float) -> None:
-        if self._scheduler is not None and not self._stopping:
+        """Pull ``mq`` again in ``delay_s``; at once on this thread when 0 (a pull answer's
+        reader thread sends the next pull itself: no hop to the scheduler's thread)."""
+        if self._scheduler is None or self._stopping:
+            return
+        if delay_s <= 0:
+            self._pull(mq, pq, offset)
+        else:
             self._scheduler.call_later(delay_s, lambda: self._pull(mq, pq, offset))
 
     def _pull(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         s = self.settings
         if pq.dropped or self._stopping:
             return
-        if pq.count > s.pull_threshold_for_queue or pq.bytes > s.pull_threshold_bytes:
-            self._pull_later(mq, pq, offset, _FLOW_CONTROL_DELAY_S)  # flow control
+        if self.flow_controlled(pq):
+            # parked: the consume thread that takes the queue below its thresholds pulls
+            # at once (``resume_pull``); the timer is a fallback
+            pq.parked_offset = offset
+            if self._scheduler is not None and not pq.park_timer:
+                pq.park_timer = True
+
+                def fallback() -> None:
+                    pq.park_timer = False
+                    self.resume_pull(mq, pq, check=False)
+
+                self._scheduler.call_later(_FLOW_CONTROL_DELAY_S, fallback)
             return
         if s.orderly and not self.lock_valid(pq):
             self._pull_later(mq, pq, offset, _NOT_LOCKED_DELAY_S)
@@ -458,6 +474,23 @@ class PushConsumer:
         except PyMQError as exc:
             log.debug("pulling %s failed: %s", mq, exc)
             self._pull_later(mq, pq, offset, s.pull_time_delay_ms_when_exception / 1000)
+
+    def flow_controlled(self, pq: ProcessQueue) -> bool:
+        """Whether ``pq`` holds more than ``pull_threshold_for_queue`` messages or
+        ``pull_threshold_size_for_queue_mib`` of bodies: its pulls wait."""
+        s = self.settings
+        return pq.count > s.pull_threshold_for_queue or pq.bytes > s.pull_threshold_bytes
+
+    def resume_pull(self, mq: MessageQueue, pq: ProcessQueue, *, check: bool = True) -> None:
+        """Send the pull parked by flow control, if any (``check``: only once ``pq`` is
+        within its thresholds again). Called by consume threads as they take messages
+        out of ``pq``: a backlog is pulled as fast as it is consumed, with no wait for
+        a timer (RocketMQ retries a flow-controlled pull every 50 ms)."""
+        if pq.parked_offset is None or (check and self.flow_controlled(pq)):
+            return
+        offset = pq.take_parked()
+        if offset is not None:
+            self._pull(mq, pq, offset)
 
     def _pulled(self, mq: MessageQueue, pq: ProcessQueue, offset: int, res: PullResult) -> None:
         """A pull answer, on a connection's reader thread: keep it short."""

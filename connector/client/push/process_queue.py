@@ -11,6 +11,7 @@ puts them back at SUSPEND.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Sequence
@@ -21,6 +22,10 @@ __all__ = ["ProcessQueue"]
 
 
 class ProcessQueue:
+    """``_msgs`` is kept in ascending offset order (pulls of a queue come in order;
+    ``put_back`` puts a batch back in front), so its first key is the smallest
+    offset held: ``remove`` finds the offset to commit without a scan."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._msgs: dict[int, MessageExt] = {}  # queue offset -> message, not yet consumed
@@ -34,6 +39,8 @@ class ProcessQueue:
         self.last_lock_ms = 0.0
         self.in_flight = 0  # batches in the listener now
         self.consume_lock = threading.Lock()  # orderly: one thread a queue at a time
+        self.parked_offset: int | None = None  # a pull held back by flow control, from here
+        self.park_timer = False  # the parked pull's fallback timer is set
         self._idle = threading.Condition(self._lock)
 
     def advance(self, next_offset: int) -> None:
@@ -44,12 +51,20 @@ class ProcessQueue:
 
     def put(self, msgs: Sequence[MessageExt]) -> None:
         with self._lock:
+            held, consuming = self._msgs, self._consuming
+            top = self.max_offset
+            in_order = True
             for m in msgs:
-                if m.queue_offset not in self._msgs and m.queue_offset not in self._consuming:
-                    self._msgs[m.queue_offset] = m
+                offset = m.queue_offset
+                if offset not in held and offset not in consuming:
+                    in_order = in_order and offset > top
+                    held[offset] = m
                     self.count += 1
                     self.bytes += len(m.body)
-                self.max_offset = max(self.max_offset, m.queue_offset)
+                top = max(top, offset)
+            self.max_offset = top
+            if not in_order:  # a pull from below what is held (an offset reset): rare
+                self._msgs = dict(sorted(held.items()))
 
     def _forget(self, m: MessageExt) -> None:
         self.count -= 1
@@ -63,8 +78,14 @@ class ProcessQueue:
                 if held is not None:
                     self._forget(held)
             if self._msgs:
-                return min(self._msgs)
+                return next(iter(self._msgs))
             return max(self.next_offset, self.max_offset + 1 if self.max_offset >= 0 else -1)
+
+    def take_parked(self) -> int | None:
+        """The parked pull's offset, once: whoever gets it sends that pull."""
+        with self._lock:
+            offset, self.parked_offset = self.parked_offset, None
+            return offset
 
     def is_empty(self) -> bool:
         with self._lock:
@@ -75,11 +96,10 @@ class ProcessQueue:
     def take(self, n: int) -> list[MessageExt]:
         """Orderly: the next ``n`` messages in offset order, moved to "consuming"."""
         with self._lock:
-            out = []
-            for offset in sorted(self._msgs)[:n]:
-                m = self._msgs.pop(offset)
-                self._consuming[offset] = m
-                out.append(m)
+            out = list(itertools.islice(self._msgs.values(), n))
+            for m in out:
+                del self._msgs[m.queue_offset]
+                self._consuming[m.queue_offset] = m
             return out
 
     def commit(self) -> int:
@@ -91,15 +111,16 @@ class ProcessQueue:
             for m in self._consuming.values():
                 self._forget(m)
             self._consuming.clear()
-            return min(self._msgs) if self._msgs else max(top + 1, self.next_offset)
+            return next(iter(self._msgs)) if self._msgs else max(top + 1, self.next_offset)
 
     def put_back(self) -> list[MessageExt]:
         """Orderly SUSPEND: the taken batch to consume again (its reconsume count up)."""
         with self._lock:
-            back = list(self._consuming.values())
+            back = sorted(self._consuming.values(), key=lambda m: m.queue_offset)
             for m in back:
                 m.reconsume_times += 1
-                self._msgs[m.queue_offset] = m
+            # in front of the rest: the order of _msgs stays the order of offsets
+            self._msgs = {**{m.queue_offset: m for m in back}, **self._msgs}
             self._consuming.clear()
             return back
 
