@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,8 @@ __all__ = ["ConsumeService"]
 
 log = logging.getLogger(__name__)
 RECONSUME_LOCALLY_DELAY_S = 5.0
+EXPIRED_DELAY_LEVEL = 3  # a message over consume_timeout_minutes goes back with this
+EXPIRED_PER_ROUND = 16  # RocketMQ's cleanExpireMsg looks at 16 at most per queue a round
 DLQ_LEVEL = -1  # CONSUMER_SEND_MSG_BACK's delayLevel that sends straight to the DLQ
 
 
@@ -93,6 +96,9 @@ class ConsumeService:
             pq.leave()
 
     def _consume_batch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        now, started = time.monotonic(), pq.started
+        for m in msgs:
+            started[m.queue_offset] = now
         try:
             status = self.consumer.listener(msgs, ConsumeContext(mq))
         except Exception:
@@ -116,6 +122,35 @@ class ConsumeService:
             for m in failed:
                 m.reconsume_times += 1
             self._later(RECONSUME_LOCALLY_DELAY_S, self._concurrently, mq, pq, [failed])
+
+    def clean_expired(self, mq: MessageQueue, pq: ProcessQueue) -> int:
+        """Concurrent (RocketMQ's cleanExpireMsg): while the message that holds ``pq``'s
+        offset back has been in the listener longer than ``consume_timeout_minutes``,
+        send it back (delay level 3: clustering; broadcasting drops it, as a failed
+        batch) and take it out of ``pq``, so the offset moves; at most 16 a call.
+        The listener call itself is not stopped (Python cannot); what it answers
+        later changes nothing for that message. How many were sent back."""
+        timeout_s = self.settings.consume_timeout_s
+        cleaned = 0
+        for _ in range(EXPIRED_PER_ROUND):
+            if pq.dropped:
+                break
+            oldest = pq.oldest_started()
+            if oldest is None or time.monotonic() - oldest[1] <= timeout_s:
+                break
+            msg = oldest[0]
+            if self.settings.clustering:
+                if not self.send_back(mq, msg, EXPIRED_DELAY_LEVEL):
+                    break  # the broker did not take it: the next round tries again
+                log.warning(
+                    "%s offset %d in the listener over %g min: sent back",
+                    mq, msg.queue_offset, self.settings.consume_timeout_minutes,
+                )  # fmt: skip
+            else:
+                log.warning("broadcasting: %s offset %d timed out: dropped", mq, msg.queue_offset)
+            self.consumer.offsets.update(mq, pq.remove([msg]))
+            cleaned += 1
+        return cleaned
 
     def send_back(self, mq: MessageQueue, msg: MessageExt, delay_level: int) -> bool:
         """CONSUMER_SEND_MSG_BACK to the broker that stores ``msg``; False if it failed."""

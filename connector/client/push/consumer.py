@@ -29,6 +29,10 @@ the connections' reader threads that receive pull answers):
 - **Consumption** (``connector.client.push.consume``): concurrent batches of
   ``consume_message_batch_max_size``, or orderly (one thread a queue, only
   while the broker's lock is held).
+- **Consume timeout** (concurrent): every ``consume_timeout_minutes``, a message
+  that holds its queue's offset back and has been in the listener longer than
+  that is sent back (delay level 3) and taken out of the queue, so the offset
+  moves (RocketMQ's cleanExpireMsg).
 - **Offsets**: in memory as batches finish (the smallest offset still
   pending), persisted every ``persist_consumer_offset_interval_ms`` and at
   shutdown: on the brokers (clustering) or a local file (broadcasting).
@@ -242,6 +246,7 @@ class PushConsumer:
             "lock": now + s.lock_renew_interval_ms / 1000,
             "missing": now + _MISSING_ROUTE_RETRY_S,
             "unlocked": now + _UNLOCKED_SHARE_RETRY_S,
+            "expired": now + s.consume_timeout_s,
         }
         while not self._stop.is_set():
             notified = self._rebalance_now.wait(_TICK_S)
@@ -269,11 +274,24 @@ class PushConsumer:
                 if now >= due["persist"]:
                     due["persist"] = now + s.persist_consumer_offset_interval_ms / 1000
                     self.offsets.persist(self.owned_queues())
+                if now >= due["expired"]:  # RocketMQ runs it every consumeTimeout minutes
+                    due["expired"] = now + s.consume_timeout_s
+                    self.clean_expired()
                 if s.orderly and s.clustering and now >= due["lock"]:
                     due["lock"] = now + s.lock_renew_interval_ms / 1000
                     self._lock(self.owned_queues())
             except Exception:  # a defect: logged, the loop goes on
                 log.exception("the push consumer's service loop failed a round")
+
+    def clean_expired(self) -> int:
+        """Send back the messages in the listener over ``consume_timeout_minutes`` that
+        hold their queue's offset back (concurrent consumption only: an orderly queue
+        waits for its batch, as in RocketMQ); how many."""
+        if self.settings.orderly or self._consume is None:
+            return 0
+        with self._table_lock:
+            pqs = list(self.process_queues.items())
+        return sum(self._consume.clean_expired(mq, pq) for mq, pq in pqs)
 
     # -- routes, heartbeats ------------------------------------------------------------
 

@@ -39,6 +39,9 @@ class ProcessQueue:
         self.last_lock_ms = 0.0
         self.in_flight = 0  # batches in the listener now
         self.consume_lock = threading.Lock()  # orderly: one thread a queue at a time
+        # concurrent: queue offset -> when its listener call started (monotonic s); set
+        # by the consume thread without the lock (one dict store), dropped by ``remove``
+        self.started: dict[int, float] = {}
         self.parked_offset: int | None = None  # a pull held back by flow control, from here
         self.park_timer = False  # the parked pull's fallback timer is set
         self._idle = threading.Condition(self._lock)
@@ -73,13 +76,26 @@ class ProcessQueue:
     def remove(self, msgs: Sequence[MessageExt]) -> int:
         """Consumed (or sent back): the offset to commit now, or -1 if none was held."""
         with self._lock:
+            started = self.started
             for m in msgs:
                 held = self._msgs.pop(m.queue_offset, None)
                 if held is not None:
                     self._forget(held)
+                    started.pop(m.queue_offset, None)
             if self._msgs:
                 return next(iter(self._msgs))
             return max(self.next_offset, self.max_offset + 1 if self.max_offset >= 0 else -1)
+
+    def oldest_started(self) -> tuple[MessageExt, float] | None:
+        """Concurrent: the message of the smallest offset held, if its consumption has
+        started, and when (``consume_timeout_minutes`` looks only at it, as RocketMQ's
+        cleanExpireMsg: the one that holds the offset back)."""
+        with self._lock:
+            if not self._msgs:
+                return None
+            offset = next(iter(self._msgs))
+            since = self.started.get(offset)
+            return None if since is None else (self._msgs[offset], since)
 
     def take_parked(self) -> int | None:
         """The parked pull's offset, once: whoever gets it sends that pull."""

@@ -250,6 +250,8 @@ def test_bad_settings_are_config_errors() -> None:
         PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, message_model="P2P")
     with pytest.raises(ConfigError, match="allocate"):
         PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, allocate="random")
+    with pytest.raises(ConfigError, match="consume_timeout_minutes"):
+        PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, consume_timeout_minutes=0)
     with pytest.raises(ConfigError, match="subscribe"):
         PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener).start()
 
@@ -339,3 +341,50 @@ def test_an_orderly_member_joining_gets_its_share_once_the_locks_are_let_go(
                 10,
             )
             assert time.monotonic() - started < 10
+
+
+def test_a_message_over_consume_timeout_goes_back_and_frees_the_offset(
+    cluster: LocalCluster,
+) -> None:
+    create_topic(cluster, "PushTimeout", queues=1)
+    produce(cluster, "PushTimeout", ["stuck", *[f"m{i}" for i in range(5)]])
+    seen, release = Seen(), threading.Event()
+    stuck_at: list[tuple[MessageQueue, int]] = []
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        for m in msgs:
+            if m.body == b"stuck" and m.reconsume_times == 0:
+                stuck_at.append((context.queue, m.queue_offset))
+                release.wait(60)  # bounded: released at the end of the test
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    # 0.01 minutes: 0.6 s, and the check runs as often (RocketMQ's schedule)
+    c = consumer(
+        cluster, "push-timeout", listener, consume_timeout_minutes=0.01,
+        persist_consumer_offset_interval_ms=200,
+    )  # fmt: skip
+    try:
+        c.subscribe("PushTimeout")
+        c.start()
+        wait_for("the stuck message in the listener", lambda: bool(stuck_at))
+        mq, offset = stuck_at[0]
+
+        def sent_back() -> bool:
+            with seen.lock:
+                return any(m.body == b"stuck" and m.reconsume_times >= 1 for m in seen.msgs)
+
+        wait_for("the stuck message consumed again from %RETRY%", sent_back, 30)
+        assert not release.is_set()  # while its first listener call still blocks
+        with PullConsumer(group="push-timeout", namesrv=cluster.namesrv_addr) as pull:
+            wait_for(
+                "the committed offset past the stuck message",
+                lambda: pull.fetch_offset(mq) > offset,
+                30,
+            )
+        again = [m for m in seen.msgs if m.body == b"stuck"]
+        assert again[0].topic == "PushTimeout"  # the listener sees the original topic
+    finally:
+        release.set()
+        c.shutdown()
+    assert {f"m{i}" for i in range(5)} <= set(seen.bodies())
