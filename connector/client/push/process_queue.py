@@ -11,9 +11,9 @@ puts them back at SUSPEND.
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 
 from connector.protocol.message import MessageExt
@@ -22,13 +22,17 @@ __all__ = ["ProcessQueue"]
 
 
 class ProcessQueue:
-    """``_msgs`` is kept in ascending offset order (pulls of a queue come in order;
-    ``put_back`` puts a batch back in front), so its first key is the smallest
-    offset held: ``remove`` finds the offset to commit without a scan."""
+    """``_order`` holds the offsets put, ascending (pulls of a queue come in order;
+    ``put_back`` puts a batch back in front), some no longer held: the smallest
+    offset held is found by dropping those from its front, amortised O(1) (a
+    dict's first key is not: iterating a dict walks over the slots of every key
+    deleted since it last grew, and consumed messages are deleted from the
+    front; with 200,000 held that cost 280 us a batch)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._msgs: dict[int, MessageExt] = {}  # queue offset -> message, not yet consumed
+        self._order: deque[int] = deque()  # offsets put, ascending (see the class)
         self._consuming: dict[int, MessageExt] = {}  # orderly: taken, not yet committed
         self.count = 0
         self.bytes = 0
@@ -62,12 +66,21 @@ class ProcessQueue:
                 if offset not in held and offset not in consuming:
                     in_order = in_order and offset > top
                     held[offset] = m
+                    self._order.append(offset)
                     self.count += 1
                     self.bytes += len(m.body)
                 top = max(top, offset)
             self.max_offset = top
             if not in_order:  # a pull from below what is held (an offset reset): rare
                 self._msgs = dict(sorted(held.items()))
+                self._order = deque(self._msgs)
+
+    def _first(self) -> int:
+        """The smallest offset held (under the lock; ``_msgs`` not empty)."""
+        order, held = self._order, self._msgs
+        while order[0] not in held:
+            order.popleft()
+        return order[0]
 
     def _forget(self, m: MessageExt) -> None:
         self.count -= 1
@@ -83,7 +96,7 @@ class ProcessQueue:
                     self._forget(held)
                     started.pop(m.queue_offset, None)
             if self._msgs:
-                return next(iter(self._msgs))
+                return self._first()
             return max(self.next_offset, self.max_offset + 1 if self.max_offset >= 0 else -1)
 
     def oldest_started(self) -> tuple[MessageExt, float] | None:
@@ -93,7 +106,7 @@ class ProcessQueue:
         with self._lock:
             if not self._msgs:
                 return None
-            offset = next(iter(self._msgs))
+            offset = self._first()
             since = self.started.get(offset)
             return None if since is None else (self._msgs[offset], since)
 
@@ -112,10 +125,13 @@ class ProcessQueue:
     def take(self, n: int) -> list[MessageExt]:
         """Orderly: the next ``n`` messages in offset order, moved to "consuming"."""
         with self._lock:
-            out = list(itertools.islice(self._msgs.values(), n))
-            for m in out:
-                del self._msgs[m.queue_offset]
-                self._consuming[m.queue_offset] = m
+            out: list[MessageExt] = []
+            order, held = self._order, self._msgs
+            while order and len(out) < n:
+                m = held.pop(order.popleft(), None)
+                if m is not None:
+                    self._consuming[m.queue_offset] = m
+                    out.append(m)
             return out
 
     def commit(self) -> int:
@@ -127,7 +143,7 @@ class ProcessQueue:
             for m in self._consuming.values():
                 self._forget(m)
             self._consuming.clear()
-            return next(iter(self._msgs)) if self._msgs else max(top + 1, self.next_offset)
+            return self._first() if self._msgs else max(top + 1, self.next_offset)
 
     def put_back(self) -> list[MessageExt]:
         """Orderly SUSPEND: the taken batch to consume again (its reconsume count up)."""
@@ -137,6 +153,7 @@ class ProcessQueue:
                 m.reconsume_times += 1
             # in front of the rest: the order of _msgs stays the order of offsets
             self._msgs = {**{m.queue_offset: m for m in back}, **self._msgs}
+            self._order = deque(self._msgs)
             self._consuming.clear()
             return back
 
