@@ -520,11 +520,12 @@ def push_lines(push: dict[str, Any]) -> list[str]:
     kill = peer("kill", "pymq")
     if kill is not None:
         for field, label in (
-            ("notice_s", "kill -9 of 1 of 2 members -> the survivor notified, s"),
-            ("resumed_after_notice_s", "notified -> the dead member's queues consumed again, s"),
-            ("redelivered", "kill -9: messages consumed twice"),
+            ("notice_s", "kill -9 of 1 of 2 members -> the survivor notified, ms"),
+            ("resumed_after_notice_s", "notified -> the dead member's queues consumed again, ms"),
         ):
-            rows.append([label, show(kill[field]), "", "", ""])
+            in_ms = {k: v * 1000 for k, v in kill[field].items()}
+            rows.append([label, show(in_ms, "ms"), "", "", ""])
+        rows.append(["kill -9: messages consumed twice", show(kill["redelivered"]), "", "", ""])
         for allocate in ("sticky", "averagely"):
             j = peer(f"join_{allocate}", "pymq")
             if j is not None:
