@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.client_manager import ClientManager
@@ -128,6 +128,12 @@ class BrokerController:
         # an operator reset a group's offset (group, topic, queue id, offset): the remoting
         # edge tells the group's live consumers (RESET_CONSUMER_CLIENT_OFFSET)
         self.on_offset_reset: Callable[[str, str, int, int], None] = lambda *_: None
+        # ask a live consumer (group, client id, code, ext) and await its answer body: the
+        # remoting edge sends the request on the client's connection (GET_CONSUMER_RUNNING_INFO,
+        # CONSUME_MESSAGE_DIRECTLY); None until that edge is up
+        self.call_consumer: Callable[[str, str, int, dict[str, str]], Awaitable[bytes]] | None = (
+            None
+        )
         self.registrar = BrokerRegistrar(
             config.namesrv_addrs,
             self.registration_request,

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
 from fastapi import APIRouter, Request
 
 from broker.rest import send_result
 from broker.routes import Ctrl, JsonBody, client_born_host
+from connector.errors import ServiceNotAvailableError
+from connector.protocol.remoting import RequestCode
 from connector.protocol.rest import (
     ConsumerConnections,
     ConsumerGroupSummary,
@@ -46,6 +51,22 @@ async def consumer_groups(ctrl: Ctrl) -> list[ConsumerGroupSummary]:
 async def consumer_connections(ctrl: Ctrl, group: str) -> ConsumerConnections:
     """The group's live clients (id, address, language, version) and subscriptions."""
     return ctrl.connections.consumer_connections(group)
+
+
+@router.get("/consumers/{group}/clients/{client_id}/running-info")
+async def running_info(ctrl: Ctrl, group: str, client_id: str) -> dict[str, Any]:
+    """What a live consumer of the group says of itself (GET_CONSUMER_RUNNING_INFO sent
+    on its connection to this broker): properties, subscriptions, the queues it holds
+    with their offsets. 404 if it is not connected here."""
+    if ctrl.call_consumer is None:
+        raise ServiceNotAvailableError("the remoting edge is not up")
+    ext = {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"}
+    body = await ctrl.call_consumer(group, client_id, RequestCode.GET_CONSUMER_RUNNING_INFO, ext)
+    try:
+        info = orjson.loads(body)
+    except orjson.JSONDecodeError:  # RocketMQ's Java clients write maps with object keys
+        return {"raw": body.decode("utf-8", "replace")}
+    return info if isinstance(info, dict) else {"raw": info}
 
 
 @producers.get("/producers/{group}/connections")

@@ -4,6 +4,10 @@ the answers to the brokers' calls."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -388,3 +392,40 @@ def test_a_message_over_consume_timeout_goes_back_and_frees_the_offset(
         release.set()
         c.shutdown()
     assert {f"m{i}" for i in range(5)} <= set(seen.bodies())
+
+
+def test_admin_running_info_asks_a_live_consumer_through_its_broker(
+    cluster: LocalCluster,
+) -> None:
+    create_topic(cluster, "PushInfo", queues=2)
+    produce(cluster, "PushInfo", [f"m{i}" for i in range(6)])
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
+        argv = [sys.executable, "-m", "connector.cli", "admin", "--namesrv", cluster.namesrv_addr]
+        return subprocess.run(
+            [*argv, *args], capture_output=True, text=True, timeout=60, env=env, check=False
+        )
+
+    with consumer(cluster, "push-info", listener, pull_batch_size=7) as c:
+        c.subscribe("PushInfo")
+        c.start()
+        wait_for("6 messages", lambda: len(seen.bodies()) >= 6)
+        res = cli("consumer", "running-info", "push-info", c.client_id, "--json")
+        assert res.returncode == 0, res.stderr
+        info = json.loads(res.stdout)
+        # the consumer's own answer (GET_CONSUMER_RUNNING_INFO on its connection)
+        assert info["properties"]["pullBatchSize"] == "7"
+        assert {s["topic"] for s in info["subscriptionSet"]} == {"PushInfo", "%RETRY%push-info"}
+        held = {k for k in info["mqTable"] if k.startswith("PushInfo@")}
+        assert held == {f"PushInfo@{mq.broker_name}@{mq.queue_id}" for mq in c.owned_queues()
+                        if mq.topic == "PushInfo"}  # fmt: skip
+        table = cli("consumer", "running-info", "push-info", c.client_id)
+        assert table.returncode == 0 and "queue(s) held" in table.stdout, table.stderr
+    gone = cli("consumer", "running-info", "push-info", c.client_id)
+    assert gone.returncode != 0 and "not online" in gone.stderr
