@@ -58,6 +58,10 @@ OFFSET_PERSIST_INTERVAL_S = 5.0
 CLIENT_SCAN_INTERVAL_S = 10.0  # RocketMQ's ClientHousekeepingService
 
 
+# (group, client id, request code, ext, body) -> the consumer's answer body
+ConsumerCall = Callable[[str, str, int, dict[str, str], bytes], Awaitable[bytes]]
+
+
 class BrokerController:
     def __init__(
         self,
@@ -131,9 +135,7 @@ class BrokerController:
         # ask a live consumer (group, client id, code, ext) and await its answer body: the
         # remoting edge sends the request on the client's connection (GET_CONSUMER_RUNNING_INFO,
         # CONSUME_MESSAGE_DIRECTLY); None until that edge is up
-        self.call_consumer: Callable[[str, str, int, dict[str, str]], Awaitable[bytes]] | None = (
-            None
-        )
+        self.call_consumer: ConsumerCall | None = None
         self.registrar = BrokerRegistrar(
             config.namesrv_addrs,
             self.registration_request,

@@ -154,7 +154,13 @@ class ClientHandlers:
                 )
 
     async def call_consumer(
-        self, group: str, client_id: str, code: int, ext: dict[str, str], timeout_s: float = 5.0
+        self,
+        group: str,
+        client_id: str,
+        code: int,
+        ext: dict[str, str],
+        body: bytes = b"",
+        timeout_s: float = 5.0,
     ) -> bytes:
         """Send a request to ``client_id`` of ``group`` on its connection here and await
         its answer's body (RocketMQ's Broker2Client.callClient: GET_CONSUMER_RUNNING_INFO,
@@ -167,7 +173,7 @@ class ClientHandlers:
         if not isinstance(conn, Channel) or conn.closed:
             raise NotFoundError(f"consumer {client_id} of group {group} is not connected here")
         try:
-            resp = await conn.invoke(RemotingCommand(code, dict(ext)), timeout_s)
+            resp = await conn.invoke(RemotingCommand(code, dict(ext), body), timeout_s)
         except TimeoutError:
             raise RemotingTimeoutError(
                 f"consumer {client_id} did not answer within {timeout_s:g} s"

@@ -355,6 +355,24 @@ class Admin:
             return info
         raise NotFoundError(f"consumer {client_id} of group {group} is not online")
 
+    def consume_directly(
+        self, group: str, client_id: str, msg_id: str, topic: str | None = None
+    ) -> dict[str, Any]:
+        """Give message ``msg_id`` to a live consumer's listener now
+        (CONSUME_MESSAGE_DIRECTLY, sent by the master that stores it): ``consumeResult``
+        (CR_SUCCESS, CR_LATER, CR_THROW_EXCEPTION), ``remark``, ``spentTimeMills``.
+        Offsets do not move. NotFoundError if no master has both."""
+        validate_group(group)
+        target = path("consumers", group, "clients", client_id, "consume", msg_id,
+                      query={"topic": topic})  # fmt: skip
+        for _, addr in sorted(self.masters().items()):
+            try:
+                answer: dict[str, Any] = self._call(addr, "POST", target)
+            except NotFoundError:
+                continue
+            return answer
+        raise NotFoundError(f"no master has both message {msg_id} and consumer {client_id}")
+
     def producer_connections(self, group: str) -> dict[str, Any]:
         """The producer group's clients online, merged over the masters."""
         validate_group(group)

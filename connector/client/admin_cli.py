@@ -190,6 +190,11 @@ def _consumer_running_info(admin: Admin, args: argparse.Namespace) -> Output:
     return Output(rows, columns, data=info, footer=footer)
 
 
+def _consumer_consume(admin: Admin, args: argparse.Namespace) -> Output:
+    answer = admin.consume_directly(args.group, args.client_id, args.msg_id, args.topic)
+    return Output(key_values(answer), ["key", "value"], data=answer)
+
+
 def _producer_connections(admin: Admin, args: argparse.Namespace) -> Output:
     view = admin.producer_connections(args.group)
     footer = f"{len(view['connections'])} client(s) online"
@@ -397,6 +402,16 @@ def register(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("group")
     p.add_argument("client_id", help="as `consumer connections` lists it")
+    p = command(
+        cs,
+        "consume",
+        _consumer_consume,
+        "give one stored message to a live consumer's listener now (offsets do not move)",
+    )
+    p.add_argument("group")
+    p.add_argument("client_id", help="as `consumer connections` lists it")
+    p.add_argument("msg_id", help="the offset msgId, or the msgId a send returned")
+    p.add_argument("--topic", help="the message's topic (faster for a send's msgId)")
     command(
         cs, "progress", _consumer_progress, "broker offset, consumer offset, lag per queue"
     ).add_argument("group")

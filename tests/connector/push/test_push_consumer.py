@@ -20,7 +20,9 @@ from connector import (
     Admin,
     ConsumeOrderlyStatus,
     ConsumeStatus,
+    Message,
     MessageQueue,
+    Producer,
     PullConsumer,
     PushConsumer,
 )
@@ -427,5 +429,13 @@ def test_admin_running_info_asks_a_live_consumer_through_its_broker(
                         if mq.topic == "PushInfo"}  # fmt: skip
         table = cli("consumer", "running-info", "push-info", c.client_id)
         assert table.returncode == 0 and "queue(s) held" in table.stdout, table.stderr
+        # CONSUME_MESSAGE_DIRECTLY: a stored message to the listener again, by its msgId
+        with Producer(group="push-info-producer", namesrv=cluster.namesrv_addr) as p:
+            sent = p.send(Message(topic="PushInfo", body=b"direct"))
+        wait_for("the direct message consumed", lambda: "direct" in seen.bodies())
+        res = cli("consumer", "consume", "push-info", c.client_id, sent.offset_msg_id, "--json")
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["consumeResult"] == "CR_SUCCESS"
+        assert seen.bodies().count("direct") == 2
     gone = cli("consumer", "running-info", "push-info", c.client_id)
     assert gone.returncode != 0 and "not online" in gone.stderr
