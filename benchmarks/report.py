@@ -42,7 +42,9 @@ from peers_bench import BATCH_TOPIC, ROWS, SYSTEMS  # noqa: E402
 from connector.protocol.msgid import UniqKeyGenerator  # noqa: E402
 from connector.protocol.record import record_size  # noqa: E402
 
-STEPS = ("limits", "store", "server", "client", "spark", "peers", "ha", "tx", "security")
+STEPS = (
+    "limits", "store", "server", "client", "spark", "peers", "push", "ha", "tx", "security",
+)  # fmt: skip
 NOISY = 1.3  # max / min above this is called noisy
 PEER_NAMES = {"pymq": "pymq", "redis": "Redis Streams", "nats": "NATS JetStream"}
 Fig = dict[str, float]  # median, min, max
@@ -381,6 +383,7 @@ def targets(data: dict[str, Any]) -> list[Target]:
     ha_targets(data.get("ha", {}), add, out)
     out += tx_targets(data.get("tx", {}))
     out += security_targets(data.get("security", {}))
+    out += push_targets(data.get("push", {}))
     return out
 
 
@@ -472,6 +475,86 @@ def security_targets(sec: dict[str, Any]) -> list[Target]:
                    "", "met" if t["met"] else "**missed**")
         )  # fmt: skip
     return out
+
+
+def push_targets(push: dict[str, Any]) -> list[Target]:
+    """The push consumer's targets (goals in ``push_bench``), as that script judged them
+    on the medians (a ratio: the runs' own ratios)."""
+    out = []
+    for i, t in enumerate(push.get("targets", [])):
+        out.append(
+            Target(f"push_{i}", f"PUSH: {t['what']} {t['goal']}", t["value"], "", "",
+                   "met" if t["met"] else "**missed**")
+        )  # fmt: skip
+    return out
+
+
+def push_lines(push: dict[str, Any]) -> list[str]:
+    """The push benchmark's table: its figures, median (min-max), with the ratios to
+    Redis the script computed from each run's own figures."""
+    figs = push.get("figures", {})
+    if "backlog" not in figs:
+        return []
+
+    def show(fig: Fig | None, unit: str = "") -> str:
+        return "-" if fig is None else cell(fig, unit)
+
+    def peer(key: str, system: str, field: str = "") -> Any:
+        fig = figs.get(key, {}).get(system)
+        return fig[field] if fig is not None and field else fig
+
+    rows = [
+        ["backlog, no-op listener, msgs/s (pymq: its defaults, pull_batch_size 32)",
+         show(peer("backlog", "pymq")), show(peer("backlog", "redis")),
+         show(peer("backlog", "nats")), show(figs.get("backlog_x_redis"), "x")],
+        ["backlog, no-op listener, msgs/s (pymq: pull_batch_size 1000)",
+         show(peer("backlog_1000", "pymq")), show(peer("backlog", "redis")),
+         show(peer("backlog", "nats")), show(figs.get("backlog_1000_x_redis"), "x")],
+        ["end-to-end at 5,000 msgs/s, p50 ms", show(peer("e2e", "pymq", "p50_ms"), "ms"),
+         show(peer("e2e", "redis", "p50_ms"), "ms"), show(peer("e2e", "nats", "p50_ms"), "ms"),
+         ""],
+        ["end-to-end at 5,000 msgs/s, p99 ms", show(peer("e2e", "pymq", "p99_ms"), "ms"),
+         show(peer("e2e", "redis", "p99_ms"), "ms"), show(peer("e2e", "nats", "p99_ms"), "ms"),
+         show(figs.get("e2e_p99_x_redis"), "x")],
+    ]  # fmt: skip
+    kill = peer("kill", "pymq")
+    if kill is not None:
+        for field, label in (
+            ("notice_s", "kill -9 of 1 of 2 members -> the survivor notified, ms"),
+            ("resumed_after_notice_s", "notified -> the dead member's queues consumed again, ms"),
+        ):
+            in_ms = {k: v * 1000 for k, v in kill[field].items()}
+            rows.append([label, show(in_ms, "ms"), "", "", ""])
+        rows.append(["kill -9: messages consumed twice", show(kill["redelivered"]), "", "", ""])
+        for allocate in ("sticky", "averagely"):
+            j = peer(f"join_{allocate}", "pymq")
+            if j is not None:
+                rows.append(
+                    [
+                        f"a 3rd member joins 2 under load, {allocate}: queues moved",
+                        show(j["moved"]),
+                        "",
+                        "",
+                        "",
+                    ]
+                )
+                rows.append(
+                    [
+                        f"a 3rd member joins 2 under load, {allocate}: consumed twice",
+                        show(j["redelivered"]),
+                        "",
+                        "",
+                        "",
+                    ]
+                )
+    return [
+        f"Median of {push['runs']} run(s) (min-max), measured {push['date']} (load "
+        f"{push['load_at_start']} at its start, {push.get('load_at_end', '?')} at its end). "
+        "What each workload does: the script's docstring. ratio: pymq over Redis's consumer "
+        "group, the median of each run's own ratio (ms: above 1 = pymq slower).",
+        "",
+        *table(["what", "pymq", "Redis Streams", "NATS JetStream", "ratio"], rows),
+    ]
 
 
 SECURITY_HEAD = ["what", "ACL and TLS off", "ACL on", "TLS on"]
@@ -1303,6 +1386,8 @@ def markdown(data: dict[str, Any]) -> str:
             "",
             *table(TX_HEAD, tx_rows(tx)),
         ]
+    if "push" in data:
+        md += ["", "## Push consumer (`benchmarks/push_bench.py`)", "", *push_lines(data["push"])]
     if "security" in data:
         sec = data["security"]
         md += [

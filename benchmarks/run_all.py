@@ -10,6 +10,7 @@ Runs, one after the other (each starts and stops its own servers):
     client  benchmarks/client_bench.py Producer's whole send path (sync, async, batch)
     spark   benchmarks/spark_bench.py  Spark connector vs Spark's Python ceilings
     peers   benchmarks/peers_bench.py  pymq vs Redis Streams vs NATS JetStream
+    push    benchmarks/push_bench.py   push consumer vs Redis / JetStream consumer groups
     ha      benchmarks/ha_bench.py     SYNC_MASTER vs ASYNC_MASTER vs no slave, slave catch-up
     tx      benchmarks/tx_bench.py     exactly-once sink vs at-least-once, batch commits, tx sends
     security benchmarks/security_bench.py  ACL on and TLS on vs neither: sends, batches
@@ -57,6 +58,7 @@ STEPS: list[tuple[str, str, list[str]]] = [
     ("client", "client_bench.py", ["--runs", "3"]),
     ("spark", "spark_bench.py", ["--runs", "3"]),
     ("peers", "peers_bench.py", ["--runs", "3"]),
+    ("push", "push_bench.py", ["--runs", "3"]),
     ("ha", "ha_bench.py", ["--runs", "3"]),
     ("tx", "tx_bench.py", ["--runs", "3"]),
     ("security", "security_bench.py", ["--runs", "3"]),

@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.client_manager import ClientManager
@@ -57,6 +57,10 @@ __all__ = ["BrokerController"]
 log = logging.getLogger(__name__)
 OFFSET_PERSIST_INTERVAL_S = 5.0
 CLIENT_SCAN_INTERVAL_S = 10.0  # RocketMQ's ClientHousekeepingService
+
+
+# (group, client id, request code, ext, body) -> the consumer's answer body
+ConsumerCall = Callable[[str, str, int, dict[str, str], bytes], Awaitable[bytes]]
 
 
 class BrokerController:
@@ -130,6 +134,10 @@ class BrokerController:
         # an operator reset a group's offset (group, topic, queue id, offset): the remoting
         # edge tells the group's live consumers (RESET_CONSUMER_CLIENT_OFFSET)
         self.on_offset_reset: Callable[[str, str, int, int], None] = lambda *_: None
+        # ask a live consumer (group, client id, code, ext) and await its answer body: the
+        # remoting edge sends the request on the client's connection (GET_CONSUMER_RUNNING_INFO,
+        # CONSUME_MESSAGE_DIRECTLY); None until that edge is up
+        self.call_consumer: ConsumerCall | None = None
         self.registrar = BrokerRegistrar(
             config.namesrv_addrs,
             self.registration_request,

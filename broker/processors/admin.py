@@ -137,6 +137,15 @@ class AdminProcessor:
                     return found
         raise MessageNotExistError(f"no message with msgId {msg_id} on {self.config.broker_name}")
 
+    def record_by_id(self, msg_id: str, topic: str | None = None) -> tuple[MessageExt, bytes]:
+        """``message_by_id`` and its stored record, byte for byte (what
+        CONSUME_MESSAGE_DIRECTLY carries to a consumer)."""
+        msg = self.message_by_id(msg_id, topic)
+        record = self.store.read_record(msg.commit_log_offset)
+        if record is None:
+            raise MessageNotExistError(f"the record of {msg_id} is gone")
+        return msg, record
+
     def messages_by_key(self, topic: str, key: str, max_num: int = 32) -> list[MessageExt]:
         validate_topic(topic)
         return self.store.query_message(topic, key, max(1, min(max_num, 1000)))

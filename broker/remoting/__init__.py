@@ -34,6 +34,7 @@ def remoting_server(ctrl: BrokerController) -> RemotingServer:
     ctrl.on_offset_reset = lambda group, topic, queue_id, offset: clients.reset_offset(
         group, topic, cfg.broker_name, queue_id, offset
     )
+    ctrl.call_consumer = clients.call_consumer
     for code in (C.SEND_MESSAGE, C.SEND_MESSAGE_V2, C.SEND_BATCH_MESSAGE):
         server.register(code, send.send)
     server.register(C.CONSUMER_SEND_MSG_BACK, send.send_back)

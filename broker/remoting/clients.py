@@ -29,7 +29,12 @@ import orjson
 from broker.client_manager import ClientManager
 from broker.queue_locks import QueueKey, QueueLocks
 from broker.topic_manager import TopicManager
-from connector.errors import ClientError
+from connector.errors import (
+    ClientError,
+    NotFoundError,
+    RemotingTimeoutError,
+    ServiceNotAvailableError,
+)
 from connector.protocol.names import validate_group
 from connector.protocol.remoting import RemotingCommand, RequestCode
 from connector.server.remoting import Channel, Ext
@@ -147,6 +152,37 @@ class ClientHandlers:
                 conn.invoke_oneway(
                     RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(ext), body)
                 )
+
+    async def call_consumer(
+        self,
+        group: str,
+        client_id: str,
+        code: int,
+        ext: dict[str, str],
+        body: bytes = b"",
+        timeout_s: float = 5.0,
+    ) -> bytes:
+        """Send a request to ``client_id`` of ``group`` on its connection here and await
+        its answer's body (RocketMQ's Broker2Client.callClient: GET_CONSUMER_RUNNING_INFO,
+        CONSUME_MESSAGE_DIRECTLY). NotFoundError if the client is not connected here,
+        RemotingTimeoutError if it does not answer, ServiceNotAvailableError if it
+        answers with an error."""
+        info = self.clients.consumer_group(group)
+        live = info.clients.get(client_id) if info is not None else None
+        conn = live.conn if live is not None else None
+        if not isinstance(conn, Channel) or conn.closed:
+            raise NotFoundError(f"consumer {client_id} of group {group} is not connected here")
+        try:
+            resp = await conn.invoke(RemotingCommand(code, dict(ext), body), timeout_s)
+        except TimeoutError:
+            raise RemotingTimeoutError(
+                f"consumer {client_id} did not answer within {timeout_s:g} s"
+            ) from None
+        if resp.code != 0:
+            raise ServiceNotAvailableError(
+                f"consumer {client_id} answered code {resp.code}: {resp.remark}"
+            )
+        return bytes(resp.body)
 
     def notify(self, group: str) -> None:
         """Tell every member of ``group`` that it changed (oneway, as RocketMQ)."""

@@ -17,6 +17,7 @@ from connector.errors import (
     ConfigError,
     MessageIllegalError,
     MessageNotExistError,
+    NotFoundError,
     PyMQError,
     TopicNotExistError,
 )
@@ -338,6 +339,39 @@ class Admin:
                     clients[c["client_id"]] = c
         out["connections"] = [clients[c] for c in sorted(clients)]
         return out
+
+    def consumer_running_info(self, group: str, client_id: str) -> dict[str, Any]:
+        """A live consumer's own view (GET_CONSUMER_RUNNING_INFO, asked by the first master
+        it is connected to): ``properties`` (its settings), ``subscriptionSet``,
+        ``mqTable`` (per queue held: ``commitOffset``, ``cachedMsgCount``, ...).
+        NotFoundError if no master has it online."""
+        validate_group(group)
+        target = path("consumers", group, "clients", client_id, "running-info")
+        for _, addr in sorted(self.masters().items()):
+            try:
+                info: dict[str, Any] = self._call(addr, "GET", target)
+            except NotFoundError:
+                continue
+            return info
+        raise NotFoundError(f"consumer {client_id} of group {group} is not online")
+
+    def consume_directly(
+        self, group: str, client_id: str, msg_id: str, topic: str | None = None
+    ) -> dict[str, Any]:
+        """Give message ``msg_id`` to a live consumer's listener now
+        (CONSUME_MESSAGE_DIRECTLY, sent by the master that stores it): ``consumeResult``
+        (CR_SUCCESS, CR_LATER, CR_THROW_EXCEPTION), ``remark``, ``spentTimeMills``.
+        Offsets do not move. NotFoundError if no master has both."""
+        validate_group(group)
+        target = path("consumers", group, "clients", client_id, "consume", msg_id,
+                      query={"topic": topic})  # fmt: skip
+        for _, addr in sorted(self.masters().items()):
+            try:
+                answer: dict[str, Any] = self._call(addr, "POST", target)
+            except NotFoundError:
+                continue
+            return answer
+        raise NotFoundError(f"no master has both message {msg_id} and consumer {client_id}")
 
     def producer_connections(self, group: str) -> dict[str, Any]:
         """The producer group's clients online, merged over the masters."""

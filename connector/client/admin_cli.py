@@ -173,6 +173,28 @@ def _consumer_connections(admin: Admin, args: argparse.Namespace) -> Output:
     return Output(view["connections"], _CONNECTION_COLUMNS, data=view, footer=footer)
 
 
+def _consumer_running_info(admin: Admin, args: argparse.Namespace) -> Output:
+    info = admin.consumer_running_info(args.group, args.client_id)
+    rows = [
+        {"queue": key, **{k: v for k, v in q.items() if not isinstance(v, dict)}}
+        for key, q in sorted((info.get("mqTable") or {}).items())
+    ]
+    props = info.get("properties") or {}
+    subs = ", ".join(
+        f"{s.get('topic')} ({s.get('subString')})" for s in info.get("subscriptionSet") or []
+    )
+    footer = f"{len(rows)} queue(s) held; subscriptions: {subs or 'none'}; " + ", ".join(
+        f"{k}={v}" for k, v in sorted(props.items())
+    )
+    columns = ["queue", "commitOffset", "cachedMsgCount", "cachedMsgSizeInMiB", "locked"]
+    return Output(rows, columns, data=info, footer=footer)
+
+
+def _consumer_consume(admin: Admin, args: argparse.Namespace) -> Output:
+    answer = admin.consume_directly(args.group, args.client_id, args.msg_id, args.topic)
+    return Output(key_values(answer), ["key", "value"], data=answer)
+
+
 def _producer_connections(admin: Admin, args: argparse.Namespace) -> Output:
     view = admin.producer_connections(args.group)
     footer = f"{len(view['connections'])} client(s) online"
@@ -363,7 +385,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     p.add_argument("group")
     p.add_argument("--count", type=_positive, metavar="N", help="at most N messages")
 
-    consumer = group_parser("consumer", "list, connections, progress, reset")
+    consumer = group_parser("consumer", "list, connections, running-info, progress, reset")
     cs = consumer.add_subparsers(dest="action", metavar="ACTION", required=True)
     command(cs, "list", _consumer_list, "consumer groups: online or not, clients, topics, lag")
     command(
@@ -372,6 +394,24 @@ def register(parser: argparse.ArgumentParser) -> None:
         _consumer_connections,
         "a group's clients online: ids, addresses, versions; its subscriptions",
     ).add_argument("group")
+    p = command(
+        cs,
+        "running-info",
+        _consumer_running_info,
+        "a live consumer's own view: its settings, subscriptions, queues held and offsets",
+    )
+    p.add_argument("group")
+    p.add_argument("client_id", help="as `consumer connections` lists it")
+    p = command(
+        cs,
+        "consume",
+        _consumer_consume,
+        "give one stored message to a live consumer's listener now (offsets do not move)",
+    )
+    p.add_argument("group")
+    p.add_argument("client_id", help="as `consumer connections` lists it")
+    p.add_argument("msg_id", help="the offset msgId, or the msgId a send returned")
+    p.add_argument("--topic", help="the message's topic (faster for a send's msgId)")
     command(
         cs, "progress", _consumer_progress, "broker offset, consumer offset, lag per queue"
     ).add_argument("group")

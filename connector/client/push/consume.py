@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
+from connector.client.push.pool import ConsumePool
 from connector.client.push.process_queue import ProcessQueue
 from connector.client.push.scheduler import Scheduler
 from connector.client.push.status import ConsumeContext, ConsumeOrderlyStatus, ConsumeStatus
@@ -40,71 +42,123 @@ __all__ = ["ConsumeService"]
 
 log = logging.getLogger(__name__)
 RECONSUME_LOCALLY_DELAY_S = 5.0
+TASK_S = 0.001  # listener time a consume task is cut to hold, about
+EXPIRED_DELAY_LEVEL = 3  # a message over consume_timeout_minutes goes back with this
+EXPIRED_PER_ROUND = 16  # RocketMQ's cleanExpireMsg looks at 16 at most per queue a round
 DLQ_LEVEL = -1  # CONSUMER_SEND_MSG_BACK's delayLevel that sends straight to the DLQ
 
 
 class ConsumeService:
-    def __init__(self, consumer: PushConsumer, pool: ThreadPoolExecutor, scheduler: Scheduler):
+    def __init__(self, consumer: PushConsumer, pool: ConsumePool, scheduler: Scheduler):
         self.consumer = consumer
         self.pool = pool
         self.scheduler = scheduler
         self.settings = consumer.settings
+        # the listener's average time a batch (s): an estimate, updated by every consume
+        # thread without a lock; starts at TASK_S (a first slow batch is not serialised)
+        self._batch_s = TASK_S
 
     def submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: Sequence[MessageExt]) -> None:
-        """Messages just put into ``pq``: to the listener."""
+        """Messages just put into ``pq``: to the listener.
+
+        Concurrent: the batches are cut into tasks of about ``TASK_S`` of listener
+        time each (by the average batch so far), no more tasks than idle consume
+        threads, at least one. A fast listener gets one task an answer: no thread
+        woken per batch (10 woken for 10 messages put the last one's wake-ups and
+        GIL hand-overs in its latency); a slow one still runs side by side on every
+        idle thread; a backlog, every thread busy, costs a task an answer."""
         try:
             if self.settings.orderly:
                 self.pool.submit(self._orderly, mq, pq)
                 return
             n = self.settings.consume_message_batch_max_size
-            for i in range(0, len(msgs), n):
-                self.pool.submit(self._concurrently, mq, pq, list(msgs[i : i + n]))
+            batches = [list(msgs[i : i + n]) for i in range(0, len(msgs), n)]
+            work = int(len(batches) * self._batch_s / TASK_S) + 1
+            tasks = max(1, min(len(batches), self.pool.idle(), work))
+            self.pool.submit_all(
+                partial(self._concurrently, mq, pq, batches[i::tasks]) for i in range(tasks)
+            )
         except RuntimeError:  # the pool is shut down: the consumer is stopping
             return
 
-    def _later(self, delay_s: float, fn: object, *args: object) -> None:
+    def _later(self, delay_s: float, fn: Callable[..., None], *args: object) -> None:
         def go() -> None:
             with contextlib.suppress(RuntimeError):
-                self.pool.submit(fn, *args)  # type: ignore[arg-type]
+                self.pool.submit(fn, *args)
 
         self.scheduler.call_later(delay_s, go)
 
     # -- concurrently ------------------------------------------------------------------
 
-    def _concurrently(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        pq.enter()  # before the dropped check: a queue given up waits for this batch
+    def _concurrently(
+        self, mq: MessageQueue, pq: ProcessQueue, batches: Sequence[list[MessageExt]]
+    ) -> None:
+        pq.enter()  # before the dropped check: a queue given up waits for these batches
         try:
-            if pq.dropped:
-                return
-            try:
-                status = self.consumer.listener(msgs, ConsumeContext(mq))
-            except Exception:
-                log.exception("the listener raised on %d message(s) of %s", len(msgs), mq)
-                status = ConsumeStatus.RECONSUME_LATER
-            if not isinstance(status, ConsumeStatus):
-                if status is not None and status != ConsumeStatus.CONSUME_SUCCESS.value:
-                    log.warning("a listener answered %r: RECONSUME_LATER", status)
-                status = (
-                    ConsumeStatus.CONSUME_SUCCESS
-                    if status == ConsumeStatus.CONSUME_SUCCESS.value
-                    else ConsumeStatus.RECONSUME_LATER
-                )
-            failed: list[MessageExt] = []
-            if status is ConsumeStatus.RECONSUME_LATER:
-                if self.settings.clustering:
-                    failed = [m for m in msgs if not self.send_back(mq, m, 0)]
-                else:
-                    log.warning("broadcasting: %d failed message(s) of %s dropped", len(msgs), mq)
-            gone = {id(m) for m in failed}
-            done = [m for m in msgs if id(m) not in gone] if failed else msgs
-            offset = pq.remove(done)
-            self.consumer.offsets.update(mq, offset)
-            if failed:
-                for m in failed:
-                    m.reconsume_times += 1
-                self._later(RECONSUME_LOCALLY_DELAY_S, self._concurrently, mq, pq, failed)
+            for batch in batches:
+                if pq.dropped:
+                    return
+                self._consume_batch(mq, pq, batch)
         finally:
             pq.leave()
+
+    def _consume_batch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        now, started = time.monotonic(), pq.started
+        for m in msgs:
+            started[m.queue_offset] = now
+        try:
+            status = self.consumer.listener(msgs, ConsumeContext(mq))
+        except Exception:
+            log.exception("the listener raised on %d message(s) of %s", len(msgs), mq)
+            status = ConsumeStatus.RECONSUME_LATER
+        if status is not ConsumeStatus.CONSUME_SUCCESS:
+            status = _concurrent_status(status)
+        failed: list[MessageExt] = []
+        if status is ConsumeStatus.RECONSUME_LATER:
+            if self.settings.clustering:
+                failed = [m for m in msgs if not self.send_back(mq, m, 0)]
+            else:
+                log.warning("broadcasting: %d failed message(s) of %s dropped", len(msgs), mq)
+        gone = {id(m) for m in failed}
+        done = [m for m in msgs if id(m) not in gone] if failed else msgs
+        offset = pq.remove(done)
+        self.consumer.offsets.update(mq, offset)
+        self._batch_s += (time.monotonic() - now - self._batch_s) * 0.1
+        if pq.parked_offset is not None:
+            self.consumer.resume_pull(mq, pq)
+        if failed:
+            for m in failed:
+                m.reconsume_times += 1
+            self._later(RECONSUME_LOCALLY_DELAY_S, self._concurrently, mq, pq, [failed])
+
+    def clean_expired(self, mq: MessageQueue, pq: ProcessQueue) -> int:
+        """Concurrent (RocketMQ's cleanExpireMsg): while the message that holds ``pq``'s
+        offset back has been in the listener longer than ``consume_timeout_minutes``,
+        send it back (delay level 3: clustering; broadcasting drops it, as a failed
+        batch) and take it out of ``pq``, so the offset moves; at most 16 a call.
+        The listener call itself is not stopped (Python cannot); what it answers
+        later changes nothing for that message. How many were sent back."""
+        timeout_s = self.settings.consume_timeout_s
+        cleaned = 0
+        for _ in range(EXPIRED_PER_ROUND):
+            if pq.dropped:
+                break
+            oldest = pq.oldest_started()
+            if oldest is None or time.monotonic() - oldest[1] <= timeout_s:
+                break
+            msg = oldest[0]
+            if self.settings.clustering:
+                if not self.send_back(mq, msg, EXPIRED_DELAY_LEVEL):
+                    break  # the broker did not take it: the next round tries again
+                log.warning(
+                    "%s offset %d in the listener over %g min: sent back",
+                    mq, msg.queue_offset, self.settings.consume_timeout_minutes,
+                )  # fmt: skip
+            else:
+                log.warning("broadcasting: %s offset %d timed out: dropped", mq, msg.queue_offset)
+            self.consumer.offsets.update(mq, pq.remove([msg]))
+            cleaned += 1
+        return cleaned
 
     def send_back(self, mq: MessageQueue, msg: MessageExt, delay_level: int) -> bool:
         """CONSUMER_SEND_MSG_BACK to the broker that stores ``msg``; False if it failed."""
@@ -163,6 +217,7 @@ class ConsumeService:
                     status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
                 if status in (ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.SUCCESS.value):
                     self.consumer.offsets.update(mq, pq.commit())
+                    self.consumer.resume_pull(mq, pq)
                     continue
                 back = pq.put_back()
                 if max(m.reconsume_times for m in back) > s.max_reconsume_times and all(
@@ -177,3 +232,15 @@ class ConsumeService:
             finally:
                 pq.leave()
         return False
+
+
+def _concurrent_status(status: Any) -> ConsumeStatus:
+    """A concurrent listener's answer as a ``ConsumeStatus`` (its value, a string, is
+    taken too; anything else, None included, is RECONSUME_LATER)."""
+    if isinstance(status, ConsumeStatus):
+        return status
+    if status == ConsumeStatus.CONSUME_SUCCESS.value:
+        return ConsumeStatus.CONSUME_SUCCESS
+    if status is not None:  # None (nothing returned) is RocketMQ's null: no warning
+        log.warning("a listener answered %r: RECONSUME_LATER", status)
+    return ConsumeStatus.RECONSUME_LATER

@@ -29,6 +29,10 @@ the connections' reader threads that receive pull answers):
 - **Consumption** (``connector.client.push.consume``): concurrent batches of
   ``consume_message_batch_max_size``, or orderly (one thread a queue, only
   while the broker's lock is held).
+- **Consume timeout** (concurrent): every ``consume_timeout_minutes``, a message
+  that holds its queue's offset back and has been in the listener longer than
+  that is sent back (delay level 3) and taken out of the queue, so the offset
+  moves (RocketMQ's cleanExpireMsg).
 - **Offsets**: in memory as batches finish (the smallest offset still
   pending), persisted every ``persist_consumer_offset_interval_ms`` and at
   shutdown: on the brokers (clustering) or a local file (broadcasting).
@@ -43,7 +47,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +61,7 @@ from connector.client.push.offset_store import (
     OffsetStore,
     RemoteOffsetStore,
 )
+from connector.client.push.pool import ConsumePool
 from connector.client.push.process_queue import ProcessQueue
 from connector.client.push.scheduler import Scheduler
 from connector.client.push.settings import DEFAULT_OFFSET_STORE_DIR, PushSettings
@@ -148,7 +152,7 @@ class PushConsumer:
         self._unlocked_share = False
         self._service: threading.Thread | None = None
         self._scheduler: Scheduler | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: ConsumePool | None = None
         self._consume: ConsumeService | None = None
         self.start_timestamp_ms = 0
 
@@ -182,7 +186,7 @@ class PushConsumer:
         self._started = True
         self.start_timestamp_ms = int(time.time() * 1000)
         s = self.settings
-        self._pool = ThreadPoolExecutor(s.consume_thread_max, thread_name_prefix="pymq-consume")
+        self._pool = ConsumePool(s.consume_thread_max)
         self._scheduler = Scheduler("pymq-push-scheduler")
         self._consume = ConsumeService(self, self._pool, self._scheduler)
         for topic in list(self.subscriptions):
@@ -210,7 +214,7 @@ class PushConsumer:
             pqs = dict(self.process_queues)
         for pq in pqs.values():
             pq.dropped = True
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown()
         self.offsets.persist(pqs)
         if self.settings.orderly and self.settings.clustering:
             self._unlock(list(pqs))
@@ -244,6 +248,7 @@ class PushConsumer:
             "lock": now + s.lock_renew_interval_ms / 1000,
             "missing": now + _MISSING_ROUTE_RETRY_S,
             "unlocked": now + _UNLOCKED_SHARE_RETRY_S,
+            "expired": now + s.consume_timeout_s,
         }
         while not self._stop.is_set():
             notified = self._rebalance_now.wait(_TICK_S)
@@ -271,11 +276,24 @@ class PushConsumer:
                 if now >= due["persist"]:
                     due["persist"] = now + s.persist_consumer_offset_interval_ms / 1000
                     self.offsets.persist(self.owned_queues())
+                if now >= due["expired"]:  # RocketMQ runs it every consumeTimeout minutes
+                    due["expired"] = now + s.consume_timeout_s
+                    self.clean_expired()
                 if s.orderly and s.clustering and now >= due["lock"]:
                     due["lock"] = now + s.lock_renew_interval_ms / 1000
                     self._lock(self.owned_queues())
             except Exception:  # a defect: logged, the loop goes on
                 log.exception("the push consumer's service loop failed a round")
+
+    def clean_expired(self) -> int:
+        """Send back the messages in the listener over ``consume_timeout_minutes`` that
+        hold their queue's offset back (concurrent consumption only: an orderly queue
+        waits for its batch, as in RocketMQ); how many."""
+        if self.settings.orderly or self._consume is None:
+            return 0
+        with self._table_lock:
+            pqs = list(self.process_queues.items())
+        return sum(self._consume.clean_expired(mq, pq) for mq, pq in pqs)
 
     # -- routes, heartbeats ------------------------------------------------------------
 
@@ -434,15 +452,31 @@ class PushConsumer:
     # -- pulls -------------------------------------------------------------------------
 
     def _pull_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int, delay_s: float) -> None:
-        if self._scheduler is not None and not self._stopping:
+        """Pull ``mq`` again in ``delay_s``; at once on this thread when 0 (a pull answer's
+        reader thread sends the next pull itself: no hop to the scheduler's thread)."""
+        if self._scheduler is None or self._stopping:
+            return
+        if delay_s <= 0:
+            self._pull(mq, pq, offset)
+        else:
             self._scheduler.call_later(delay_s, lambda: self._pull(mq, pq, offset))
 
     def _pull(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         s = self.settings
         if pq.dropped or self._stopping:
             return
-        if pq.count > s.pull_threshold_for_queue or pq.bytes > s.pull_threshold_bytes:
-            self._pull_later(mq, pq, offset, _FLOW_CONTROL_DELAY_S)  # flow control
+        if self.flow_controlled(pq):
+            # parked: the consume thread that takes the queue below its thresholds pulls
+            # at once (``resume_pull``); the timer is a fallback
+            pq.parked_offset = offset
+            if self._scheduler is not None and not pq.park_timer:
+                pq.park_timer = True
+
+                def fallback() -> None:
+                    pq.park_timer = False
+                    self.resume_pull(mq, pq, check=False)
+
+                self._scheduler.call_later(_FLOW_CONTROL_DELAY_S, fallback)
             return
         if s.orderly and not self.lock_valid(pq):
             self._pull_later(mq, pq, offset, _NOT_LOCKED_DELAY_S)
@@ -464,6 +498,23 @@ class PushConsumer:
         except PyMQError as exc:
             log.debug("pulling %s failed: %s", mq, exc)
             self._pull_later(mq, pq, offset, s.pull_time_delay_ms_when_exception / 1000)
+
+    def flow_controlled(self, pq: ProcessQueue) -> bool:
+        """Whether ``pq`` holds more than ``pull_threshold_for_queue`` messages or
+        ``pull_threshold_size_for_queue_mib`` of bodies: its pulls wait."""
+        s = self.settings
+        return pq.count > s.pull_threshold_for_queue or pq.bytes > s.pull_threshold_bytes
+
+    def resume_pull(self, mq: MessageQueue, pq: ProcessQueue, *, check: bool = True) -> None:
+        """Send the pull parked by flow control, if any (``check``: only once ``pq`` is
+        within its thresholds again). Called by consume threads as they take messages
+        out of ``pq``: a backlog is pulled as fast as it is consumed, with no wait for
+        a timer (RocketMQ retries a flow-controlled pull every 50 ms)."""
+        if pq.parked_offset is None or (check and self.flow_controlled(pq)):
+            return
+        offset = pq.take_parked()
+        if offset is not None:
+            self._pull(mq, pq, offset)
 
     def _pulled(self, mq: MessageQueue, pq: ProcessQueue, offset: int, res: PullResult) -> None:
         """A pull answer, on a connection's reader thread: keep it short."""

@@ -36,7 +36,10 @@ class PushSettings:
     max_reconsume_times: int = 16  # then %DLQ%group
     pull_threshold_for_queue: int = 1000  # messages held per queue before pulls pause
     pull_threshold_size_for_queue_mib: int = 100  # bytes of bodies held per queue, MiB
-    consume_timeout_minutes: int = 15  # recorded and reported; not enforced yet
+    # a message whose listener call started longer ago is sent back (delay level 3) and
+    # no longer holds the queue's offset; checked as often (RocketMQ's cleanExpireMsg).
+    # Minutes as RocketMQ's consumeTimeout; fractions are taken (tests use seconds)
+    consume_timeout_minutes: float = 15
     persist_consumer_offset_interval_ms: int = 5000
     heartbeat_broker_interval_ms: int = 30_000
     rebalance_interval_ms: int = 20_000
@@ -65,6 +68,8 @@ class PushSettings:
                 raise ConfigError(f"{name} must be positive")
         if not 0 < self.consume_thread_min <= self.consume_thread_max:
             raise ConfigError("consume_thread_min must be in 1..consume_thread_max")
+        if not self.consume_timeout_minutes > 0:
+            raise ConfigError("consume_timeout_minutes must be positive")
         if self.lock_lost_after_ms <= self.lock_renew_interval_ms:
             raise ConfigError("lock_lost_after_ms must exceed lock_renew_interval_ms")
         if self.max_reconsume_times < 0:
@@ -88,6 +93,10 @@ class PushSettings:
     @property
     def clustering(self) -> bool:
         return self.message_model == "CLUSTERING"
+
+    @property
+    def consume_timeout_s(self) -> float:
+        return self.consume_timeout_minutes * 60
 
     @property
     def pull_threshold_bytes(self) -> int:

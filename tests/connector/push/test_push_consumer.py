@@ -4,6 +4,10 @@ the answers to the brokers' calls."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -15,7 +19,9 @@ from connector import (
     Admin,
     ConsumeOrderlyStatus,
     ConsumeStatus,
+    Message,
     MessageQueue,
+    Producer,
     PullConsumer,
     PushConsumer,
 )
@@ -249,6 +255,8 @@ def test_bad_settings_are_config_errors() -> None:
         PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, message_model="P2P")
     with pytest.raises(ConfigError, match="allocate"):
         PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, allocate="random")
+    with pytest.raises(ConfigError, match="consume_timeout_minutes"):
+        PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, consume_timeout_minutes=0)
     with pytest.raises(ConfigError, match="subscribe"):
         PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener).start()
 
@@ -330,3 +338,95 @@ def test_an_orderly_member_joining_gets_its_share_once_the_locks_are_let_go(
                 10,
             )
             assert time.monotonic() - started < 10
+
+
+def test_a_message_over_consume_timeout_goes_back_and_frees_the_offset(
+    cluster: LocalCluster,
+) -> None:
+    create_topic(cluster, "PushTimeout", queues=1)
+    produce(cluster, "PushTimeout", ["stuck", *[f"m{i}" for i in range(5)]])
+    seen, release = Seen(), threading.Event()
+    stuck_at: list[tuple[MessageQueue, int]] = []
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        for m in msgs:
+            if m.body == b"stuck" and m.reconsume_times == 0:
+                stuck_at.append((context.queue, m.queue_offset))
+                release.wait(60)  # bounded: released at the end of the test
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    # 0.01 minutes: 0.6 s, and the check runs as often (RocketMQ's schedule)
+    c = consumer(
+        cluster, "push-timeout", listener, consume_timeout_minutes=0.01,
+        persist_consumer_offset_interval_ms=200,
+    )  # fmt: skip
+    try:
+        c.subscribe("PushTimeout")
+        c.start()
+        wait_for("the stuck message in the listener", lambda: bool(stuck_at))
+        mq, offset = stuck_at[0]
+
+        def sent_back() -> bool:
+            with seen.lock:
+                return any(m.body == b"stuck" and m.reconsume_times >= 1 for m in seen.msgs)
+
+        wait_for("the stuck message consumed again from %RETRY%", sent_back, 30)
+        assert not release.is_set()  # while its first listener call still blocks
+        with PullConsumer(group="push-timeout", namesrv=cluster.namesrv_addr) as pull:
+            wait_for(
+                "the committed offset past the stuck message",
+                lambda: pull.fetch_offset(mq) > offset,
+                30,
+            )
+        again = [m for m in seen.msgs if m.body == b"stuck"]
+        assert again[0].topic == "PushTimeout"  # the listener sees the original topic
+    finally:
+        release.set()
+        c.shutdown()
+    assert {f"m{i}" for i in range(5)} <= set(seen.bodies())
+
+
+def test_admin_running_info_asks_a_live_consumer_through_its_broker(
+    cluster: LocalCluster,
+) -> None:
+    create_topic(cluster, "PushInfo", queues=2)
+    produce(cluster, "PushInfo", [f"m{i}" for i in range(6)])
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
+        argv = [sys.executable, "-m", "connector.cli", "admin", "--namesrv", cluster.namesrv_addr]
+        return subprocess.run(
+            [*argv, *args], capture_output=True, text=True, timeout=60, env=env, check=False
+        )
+
+    with consumer(cluster, "push-info", listener, pull_batch_size=7) as c:
+        c.subscribe("PushInfo")
+        c.start()
+        wait_for("6 messages", lambda: len(seen.bodies()) >= 6)
+        res = cli("consumer", "running-info", "push-info", c.client_id, "--json")
+        assert res.returncode == 0, res.stderr
+        info = json.loads(res.stdout)
+        # the consumer's own answer (GET_CONSUMER_RUNNING_INFO on its connection)
+        assert info["properties"]["pullBatchSize"] == "7"
+        assert {s["topic"] for s in info["subscriptionSet"]} == {"PushInfo", "%RETRY%push-info"}
+        held = {k for k in info["mqTable"] if k.startswith("PushInfo@")}
+        assert held == {f"PushInfo@{mq.broker_name}@{mq.queue_id}" for mq in c.owned_queues()
+                        if mq.topic == "PushInfo"}  # fmt: skip
+        table = cli("consumer", "running-info", "push-info", c.client_id)
+        assert table.returncode == 0 and "queue(s) held" in table.stdout, table.stderr
+        # CONSUME_MESSAGE_DIRECTLY: a stored message to the listener again, by its msgId
+        with Producer(group="push-info-producer", namesrv=cluster.namesrv_addr) as p:
+            sent = p.send(Message(topic="PushInfo", body=b"direct"))
+        wait_for("the direct message consumed", lambda: "direct" in seen.bodies())
+        res = cli("consumer", "consume", "push-info", c.client_id, sent.offset_msg_id, "--json")
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["consumeResult"] == "CR_SUCCESS"
+        assert seen.bodies().count("direct") == 2
+    gone = cli("consumer", "running-info", "push-info", c.client_id)
+    assert gone.returncode != 0 and "not online" in gone.stderr
