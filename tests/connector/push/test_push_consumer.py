@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from push_helpers import create_topic, produce, wait_for
 
 from connector import (
     Admin,
@@ -24,6 +23,9 @@ from connector.client.push.answers import parse_offset_table, running_info
 from connector.errors import ConfigError
 from connector.local import LocalCluster
 from connector.protocol.status import PullStatus
+from tests.support.cluster import create_topic
+from tests.support.push import produce
+from tests.support.waits import wait_until
 
 
 class Seen:
@@ -59,7 +61,7 @@ def test_it_consumes_the_tags_subscribed_and_commits(cluster: LocalCluster) -> N
     with consumer(cluster, "push-tags", listener) as c:
         c.subscribe("PushTags", "A || B")
         c.start()
-        wait_for("40 messages", lambda: len(seen.bodies()) >= 40)
+        wait_until(lambda: len(seen.bodies()) >= 40, 60.0, what="40 messages")
         assert len(c.owned_queues()) == 8 + 2  # 2 brokers x 4, and the retry topic on each
     assert sorted(seen.bodies()) == sorted(
         [f"a{i}" for i in range(20)] + [f"b{i}" for i in range(20)]
@@ -82,7 +84,7 @@ def test_reconsume_later_goes_to_retry_then_dlq(cluster: LocalCluster) -> None:
     with consumer(cluster, "push-retry", listener, max_reconsume_times=2) as c:
         c.subscribe("PushRetry")
         c.start()
-        wait_for("3 deliveries", lambda: len(seen.bodies()) >= 3)
+        wait_until(lambda: len(seen.bodies()) >= 3, 60.0, what="3 deliveries")
         with PullConsumer(group="push-retry-dlq-reader", namesrv=cluster.namesrv_addr) as pull:
 
             def in_dlq() -> bool:
@@ -93,7 +95,7 @@ def test_reconsume_later_goes_to_retry_then_dlq(cluster: LocalCluster) -> None:
                 res = pull.pull(mq, 0, 32)
                 return res.status is PullStatus.FOUND and res.messages[0].body == b"doomed"
 
-            wait_for("the message in %DLQ%push-retry", in_dlq, 30)
+            wait_until(in_dlq, 30, what="the message in %DLQ%push-retry")
         time.sleep(0.5)  # bounded: would a fourth delivery come? (the DLQ is the end)
     with seen.lock:
         assert [(m.topic, m.reconsume_times) for m in seen.msgs] == [
@@ -115,7 +117,7 @@ def test_a_listener_exception_is_retried(cluster: LocalCluster) -> None:
     with consumer(cluster, "push-raise", listener) as c:
         c.subscribe("PushRaise")
         c.start()
-        wait_for("the retry", lambda: len(seen.bodies()) >= 2)
+        wait_until(lambda: len(seen.bodies()) >= 2, 60.0, what="the retry")
     with seen.lock:
         assert [(m.body, m.topic, m.reconsume_times) for m in seen.msgs] == [
             (b"x", "PushRaise", 0), (b"x", "PushRaise", 1),
@@ -145,7 +147,7 @@ def test_flow_control_bounds_what_a_queue_holds(cluster: LocalCluster) -> None:
                 peak[0] = max(peak[0], pq.count)
             return len(seen.bodies()) >= 300
 
-        wait_for("300 messages", done)
+        wait_until(done, 60.0, what="300 messages")
     # a pull goes out only while the queue holds at most the threshold
     assert 0 < peak[0] <= 20 + 8
 
@@ -174,7 +176,7 @@ def test_flow_control_by_bytes_holds_a_slow_listeners_memory(cluster: LocalClust
                 peak[0] = max(peak[0], pq.bytes)
             return len(seen.bodies()) >= 40
 
-        wait_for("40 messages", done)
+        wait_until(done, 60.0, what="40 messages")
     # pulls pause above 1 MiB held: at most one more pull's worth comes in (4 x 100 KiB)
     assert (1 << 20) // 2 < peak[0] <= (1 << 20) + 4 * (100 << 10) + 4 * 4
 
@@ -194,7 +196,7 @@ def test_shutdown_waits_for_batches_in_flight_and_commits_them(cluster: LocalClu
     c = consumer(cluster, "push-inflight", slow, consume_thread_min=1, consume_thread_max=1)
     c.subscribe("PushInFlight")
     c.start()
-    wait_for("3 batches started", lambda: len(started.bodies()) >= 3)
+    wait_until(lambda: len(started.bodies()) >= 3, 60.0, what="3 batches started")
     c.shutdown()
     assert started.bodies() == finished.bodies()  # the one in the listener finished
     first = set(finished.bodies())
@@ -207,7 +209,7 @@ def test_shutdown_waits_for_batches_in_flight_and_commits_them(cluster: LocalClu
     with consumer(cluster, "push-inflight", listener) as again:
         again.subscribe("PushInFlight")
         again.start()
-        wait_for("the rest", lambda: len(rest.bodies()) >= len(bodies) - len(first))
+        wait_until(lambda: len(rest.bodies()) >= len(bodies) - len(first), 60.0, what="the rest")
         time.sleep(0.5)  # bounded: nothing consumed twice comes after the rest
     assert sorted(rest.bodies()) == sorted(set(bodies) - first)
 
@@ -224,7 +226,7 @@ def test_running_info_and_an_offset_reset(cluster: LocalCluster) -> None:
     with consumer(cluster, "push-reset", listener, allocate="sticky") as c:
         c.subscribe("PushReset")
         c.start()
-        wait_for("5 messages", lambda: len(seen.bodies()) >= 10 // 2)
+        wait_until(lambda: len(seen.bodies()) >= 10 // 2, 60.0, what="5 messages")
         info = running_info(c)
         assert info["properties"]["allocate"] == "sticky"
         assert {s["topic"] for s in info["subscriptionSet"]} == {"PushReset", "%RETRY%push-reset"}
@@ -232,7 +234,7 @@ def test_running_info_and_an_offset_reset(cluster: LocalCluster) -> None:
         assert [info["mqTable"][f"PushReset@{mq.broker_name}@0"]["commitOffset"] for mq in mine]
         for mq in mine:
             c.reset_queue(mq, 0)  # what RESET_CONSUMER_CLIENT_OFFSET does
-        wait_for("5 messages again", lambda: len(seen.bodies()) >= 10)
+        wait_until(lambda: len(seen.bodies()) >= 10, 60.0, what="5 messages again")
     assert sorted(seen.bodies()) == sorted([f"m{i}" for i in range(5)] * 2)
 
 
@@ -277,7 +279,7 @@ def test_orderly_suspend_consumes_the_same_batch_again_in_order(cluster: LocalCl
     with consumer(cluster, "push-suspend", listener, orderly=True) as c:
         c.subscribe("PushSuspend")
         c.start()
-        wait_for("6 messages and the suspended one again", lambda: len(seen.msgs) >= 7)
+        wait_until(lambda: len(seen.msgs) >= 7, 60.0, what="6 messages and the suspended one again")
     with seen.lock:
         got = list(seen.msgs)
     assert got == [("m0", 0), ("m1", 0), ("m2", 0), ("m2", 1), ("m3", 0), ("m4", 0), ("m5", 0)]
@@ -297,11 +299,11 @@ def test_an_admin_reset_reaches_a_live_consumer(cluster: LocalCluster) -> None:
     with consumer(cluster, "push-admin-reset", listener) as c:
         c.subscribe("PushAdminReset")
         c.start()
-        wait_for("5 messages", lambda: len(seen.bodies()) >= 5)
+        wait_until(lambda: len(seen.bodies()) >= 5, 60.0, what="5 messages")
         with Admin(namesrv=cluster.namesrv_addr) as admin:
             rows = admin.reset_offset("push-admin-reset", "PushAdminReset", 0)
         assert sorted(r["offset"] for r in rows) == [0, 0]
-        wait_for("5 messages again", lambda: len(seen.bodies()) >= 10)
+        wait_until(lambda: len(seen.bodies()) >= 10, 60.0, what="5 messages again")
     assert sorted(seen.bodies()) == sorted([f"m{i}" for i in range(5)] * 2)
 
 
@@ -328,14 +330,12 @@ def test_an_orderly_member_joining_gets_its_share_once_the_locks_are_let_go(
 
     with consumer(cluster, "push-orderly-join", slow, orderly=True) as first:
         first.subscribe("PushOrderlyJoin")
-        wait_for("the first member on all 4 queues", lambda: topic_queues(first) == 4, 30)
-        wait_for("the first member busy", busy.is_set, 30)
+        wait_until(lambda: topic_queues(first) == 4, 30, what="the first member on all 4 queues")
+        wait_until(busy.is_set, 30, what="the first member busy")
         with consumer(cluster, "push-orderly-join", listener, orderly=True) as second:
             second.subscribe("PushOrderlyJoin")
             started = time.monotonic()
-            wait_for(
-                "2 and 2",
-                lambda: topic_queues(first) == 2 and topic_queues(second) == 2,
-                10,
+            wait_until(
+                lambda: topic_queues(first) == 2 and topic_queues(second) == 2, 10, what="2 and 2"
             )
             assert time.monotonic() - started < 10
