@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: run test lint typecheck unit bench prereq java jar clean
+.PHONY: run test test-fast lint typecheck unit bench prereq java jar clean
 
 prereq:
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; pymq needs Python 3.10+" >&2; exit 1; }
@@ -67,6 +67,11 @@ $(JAR): $(JAVA_SRC) | $(VENV)/.installed
 
 unit: $(VENV)/.installed-test $(JAR) | java
 	$(PY) -m pytest
+
+# the unit tests alone (mark `unit`, tests/conftest.py says which tests are): in-process, no
+# server processes, no Java; under a minute
+test-fast: $(VENV)/.installed-test
+	$(PY) -m pytest -m unit -q
 
 test: lint typecheck unit
 

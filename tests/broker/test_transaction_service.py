@@ -18,7 +18,7 @@ from connector.protocol.batch import encode_batch
 from connector.protocol.names import TRANS_HALF_TOPIC
 from connector.protocol.properties import PropertyKeys as P
 from connector.protocol.properties import encode_properties
-from tests.broker.store.conftest import SMALL
+from tests.support.store import SMALL
 
 TOPIC = "TxReal"
 PER_HALF = 30

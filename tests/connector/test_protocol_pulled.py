@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import gc
 import pickle
-import zlib
 
 import pytest
 from hypothesis import given, settings
@@ -13,25 +12,10 @@ from hypothesis import strategies as st
 
 from connector.errors import CorruptRecordError
 from connector.protocol import pulled
-from connector.protocol.compression import CompressionType, compress
 from connector.protocol.message import MessageExt, SysFlag
-from connector.protocol.properties import encode_properties
 from connector.protocol.pulled import PulledMessage, decode_records
-from connector.protocol.record import decode_record, encode_record
-
-HOST_A = b"\x7f\x00\x00\x01\x00\x00\x27\x0f"
-HOST_B = b"\x0a\x00\x00\x00\x00\x00\x27\x00"  # trailing zero bytes must survive
-
-
-def record(i: int, body: bytes, *, topic: bytes = b"T", props: dict[str, str] | None = None,
-           sys_flag: int = 0, crc: int | None = None) -> bytes:  # fmt: skip
-    return encode_record(
-        topic=topic, body=body, properties=encode_properties(props if props is not None else {}),
-        queue_id=i % 4, queue_offset=1000 + i, physical_offset=(1 << 40) + i * 7, flag=i,
-        sys_flag=sys_flag, born_timestamp=1_700_000_000_000 + i, born_host=HOST_A,
-        store_timestamp=1_700_000_000_500 + i, store_host=HOST_B, reconsume_times=i % 3,
-        prepared_transaction_offset=-i, crc=crc,
-    )  # fmt: skip
+from connector.protocol.record import decode_record
+from tests.support.records import record, sample
 
 
 def reference(data: bytes) -> list[MessageExt]:
@@ -41,22 +25,6 @@ def reference(data: bytes) -> list[MessageExt]:
         out.append(msg)
         pos += msg.store_size
     return out
-
-
-def sample() -> bytes:
-    inflated = b"z" * 5000
-    return b"".join(
-        [
-            record(0, b"plain", props={"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "ABC"}),
-            record(1, b"", topic="Tópico".encode()),
-            record(2, zlib.compress(inflated), sys_flag=SysFlag.COMPRESSED, props={"a": "b"}),
-            record(3, bytes(range(256)) * 3, topic=b"Other"),
-            *(
-                record(4 + i, compress(inflated, codec, 3), sys_flag=1 | codec.flag)
-                for i, codec in enumerate(CompressionType)
-            ),
-        ]
-    )
 
 
 def test_fields_equal_the_python_decoder() -> None:

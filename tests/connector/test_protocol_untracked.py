@@ -14,7 +14,6 @@ import weakref
 from collections.abc import Callable, Iterator
 
 import pytest
-from test_protocol_pulled import sample
 
 from connector.client.futures import SendFuture, settle_batch
 from connector.client.results import SendResult
@@ -22,6 +21,7 @@ from connector.protocol.message import Message, MessageQueue
 from connector.protocol.pulled import PulledMessage, decode_records
 from connector.protocol.status import SendStatus
 from connector.protocol.untracked import COMPILED, pulled_messages
+from tests.support.records import sample
 
 QUEUE = MessageQueue("T", "broker-a", 1)
 

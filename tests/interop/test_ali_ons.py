@@ -24,14 +24,14 @@ from typing import Any
 
 import httpx
 import pytest
-from pymq_side import QUEUES, consumer_progress, create_topic, pull_all
 
 from connector import PullConsumer
 from connector.client.producer import Producer
 from connector.local import LocalCluster
 from connector.protocol.message import Message
-from tests.security.acl_cluster import ADMIN, PUB_ONLY, SUB_ONLY, start_acl_cluster
-from tests.security.acl_cluster import create_topic as create_acl_topic
+from tests.support.acl import ADMIN, PUB_ONLY, SUB_ONLY, start_acl_cluster
+from tests.support.acl import create_topic as create_acl_topic
+from tests.support.cluster import QUEUES, consumer_progress, create_topic, pull_all
 
 JS = Path(__file__).parent / "js"
 TOPIC = "AliOnsInterop"
@@ -96,7 +96,7 @@ def run(
 @pytest.fixture(scope="module")
 def produced(node_client: Path, cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
              ) -> list[dict[str, Any]]:  # fmt: skip
-    create_topic(cluster.namesrv_addr, TOPIC)
+    create_topic(cluster, TOPIC)
     home = tmp_path_factory.mktemp("ali-ons-home")
     report = run(node_client, home, "produce", cluster.namesrv_addr, TOPIC, str(COUNT))
     sent: list[dict[str, Any]] = report["sent"]
@@ -152,7 +152,7 @@ def test_a_message_its_push_consumer_asks_again_comes_back_from_the_retry_topic(
     subscribed to that topic since it started, gets it again with its own topic."""
     ns = cluster.namesrv_addr
     topic = "AliOnsRetry"
-    create_topic(ns, topic)
+    create_topic(cluster, topic)
     with Producer(group="PID_PYMQ_TO_ALI_ONS", namesrv=ns) as producer:
         for i in range(RETRIED):
             producer.send(Message(topic=topic, body=f"again-{i}".encode(), tags="TagR"))
@@ -173,7 +173,7 @@ def test_its_transactional_halves_stay_hidden_until_pymq_decides_them(
     END_TRANSACTION of its own nor a check-back listener: the decisions are made here,
     over REST, with the offset msgId and queue offset its send results carry."""
     topic = "AliOnsHalves"
-    create_topic(cluster.namesrv_addr, topic)
+    create_topic(cluster, topic)
     home = tmp_path_factory.mktemp("ali-ons-half-home")
     sent = run(node_client, home, "half", cluster.namesrv_addr, topic, "20")["sent"]
     assert {s["status"] for s in sent} == {"SEND_OK"}

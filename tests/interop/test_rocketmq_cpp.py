@@ -10,13 +10,13 @@ import time
 from typing import Any
 
 import pytest
-from pymq_side import QUEUES, consumer_progress, create_topic, pull_all
-from rocketmq_cpp import CppClient
 
 from connector.client.producer import Producer
 from connector.local import LocalCluster
 from connector.protocol.message import Message
 from connector.protocol.status import SendStatus
+from tests.support.cluster import QUEUES, consumer_progress, create_topic, pull_all
+from tests.support.rocketmq_cpp import CppClient
 
 TOPIC = "CppInterop"
 COUNT = 1000
@@ -49,7 +49,7 @@ def describe(res: dict[str, Any]) -> str:
 @pytest.fixture(scope="module")
 def produced(cluster: LocalCluster, cpp_client: CppClient) -> dict[str, Any]:
     """COUNT messages sent by the C++ Producer, one at a time, to TOPIC on both brokers."""
-    create_topic(cluster.namesrv_addr, TOPIC)
+    create_topic(cluster, TOPIC)
     res = cpp_client.produce(
         namesrv=cluster.namesrv_addr,
         topic=TOPIC,
@@ -169,7 +169,7 @@ def test_cpp_producer_to_pymq_consumer(produced: dict[str, Any], cluster: LocalC
 
 def test_pymq_producer_to_cpp_consumers(cluster: LocalCluster, cpp_client: CppClient) -> None:
     ns, topic, n = cluster.namesrv_addr, "PymqToCpp", 200
-    create_topic(ns, topic)
+    create_topic(cluster, topic)
     sent: dict[str, int] = {}
     with Producer(group="pymq_interop", namesrv=ns) as producer:
         for i in range(n):

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rocketmq_cpp import CppClient
 
 from connector import PullConsumer
 from connector.local import LocalCluster
-from tests.security.acl_cluster import ADMIN, PUB_ONLY, SUB_ONLY, create_topic, start_acl_cluster
+from tests.support.acl import ADMIN, PUB_ONLY, SUB_ONLY, create_topic, start_acl_cluster
+from tests.support.rocketmq_cpp import CppClient
 
 TOPIC = "CppAcl"
 COUNT = 40

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from rocketmq_cpp import CppClient
 
 from connector import Message, MessageQueue, Producer, SendStatus
 from connector.local import LocalCluster
+from tests.support.rocketmq_cpp import CppClient
+from tests.support.waits import wait_until
 
 TOPIC = "CppFailover"
 # 2,000 a queue: more than the client prefetches (1,000 a queue), and a slow listener
@@ -23,13 +23,6 @@ TOPIC = "CppFailover"
 # dies, however fast it pulled until then; the client sees the master gone from the
 # route within its route refresh (30 s)
 COUNT = 8000
-
-
-def wait_until(pred: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        assert time.monotonic() < deadline, f"{what} not within {timeout_s} s"
-        time.sleep(0.1)
 
 
 def pulled(http_addr: str) -> float:
@@ -76,7 +69,7 @@ def test_cpp_push_consumer_consumes_through_a_masters_death(
             res = producer.send(Message(topic=TOPIC, body=b"probe"), queue=mq)
             return res.status is SendStatus.SEND_OK
 
-        wait_until(probe, 30, "the slave in sync")
+        wait_until(probe, 30, what="the slave in sync")
         for k in range(0, COUNT, 100):
             msgs = [Message(topic=TOPIC, body=f"m-{i}".encode()) for i in range(k, k + 100)]
             res = producer.send_batch(msgs, queue=MessageQueue(TOPIC, "broker-a", k // 100 % 4))
@@ -93,10 +86,10 @@ def test_cpp_push_consumer_consumes_through_a_masters_death(
     consumer = threading.Thread(target=consume, daemon=True)
     consumer.start()
     # the consumer is busy with broker-a's queues: the master dies under it
-    wait_until(lambda: pulled(master.http_addr) >= 1000, 60, "the consumer reading the master")
+    wait_until(lambda: pulled(master.http_addr) >= 1000, 60, what="the consumer reading the master")
     master.kill()
     slave_http = ha_cluster.broker("broker-a-s1").http_addr
-    wait_until(lambda: pulled(slave_http) > 0, 120, "the consumer reading the slave")
+    wait_until(lambda: pulled(slave_http) > 0, 120, what="the consumer reading the slave")
     ha_cluster.restart_broker("broker-a", crash=True)
     consumer.join(260)
     assert result.get("ok"), {k: result.get(k) for k in ("error", "stderr", "received")}

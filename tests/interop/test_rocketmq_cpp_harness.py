@@ -10,7 +10,8 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from rocketmq_cpp import CppClient
+
+from tests.support.rocketmq_cpp import CppClient
 
 
 @pytest.fixture

@@ -4,22 +4,14 @@ both allocating averagely: they split the queues without overlap."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
-
-from rocketmq_cpp import CppClient
 
 from connector import Admin, ConsumeStatus, Message, MessageQueue, Producer, PushConsumer
 from connector.local import LocalCluster
+from tests.support.rocketmq_cpp import CppClient
+from tests.support.waits import wait_until
 
 TOPIC, GROUP, COUNT = "CppPushMixed", "CID_MIXED_PUSH", 400
-
-
-def _wait(what: str, check: Any, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
-        time.sleep(0.1)
 
 
 def test_a_group_of_the_cpp_push_consumer_and_pymqs_splits_without_overlap(
@@ -28,7 +20,9 @@ def test_a_group_of_the_cpp_push_consumer_and_pymqs_splits_without_overlap(
     ns = cluster.namesrv_addr
     with Admin(namesrv=ns) as admin:
         admin.create_topic(TOPIC, read_queue_nums=4, write_queue_nums=4)
-        _wait("the topic on both brokers", lambda: len(admin.topic_route(TOPIC).queues) == 2, 30)
+        wait_until(
+            lambda: len(admin.topic_route(TOPIC).queues) == 2, 30, what="the topic on both brokers"
+        )
     lock = threading.Lock()
     ours: list[Any] = []
 
@@ -59,7 +53,7 @@ def test_a_group_of_the_cpp_push_consumer_and_pymqs_splits_without_overlap(
         def split() -> bool:  # pymq saw the C++ member join and gave up half
             return len([q for q in consumer.owned_queues() if q.topic == TOPIC]) == 4
 
-        _wait("pymq owning 4 of 8 queues", split, 30)
+        wait_until(split, 30, what="pymq owning 4 of 8 queues")
         sent: dict[str, MessageQueue] = {}
         with Producer(group="mixed-producer", namesrv=ns) as producer:
             for i in range(COUNT):
@@ -88,7 +82,9 @@ def test_the_cpp_orderly_push_consumer_locks_its_queues_on_pymqs_broker(
     topic, keys, per_key = "CppOrderly", [f"k{i}" for i in range(6)], 30
     with Admin(namesrv=cluster.namesrv_addr) as admin:
         admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
-        _wait("the topic on both brokers", lambda: len(admin.topic_route(topic).queues) == 2, 30)
+        wait_until(
+            lambda: len(admin.topic_route(topic).queues) == 2, 30, what="the topic on both brokers"
+        )
     with Producer(group="cpp-orderly-producer", namesrv=cluster.namesrv_addr) as producer:
         for n in range(per_key):
             for k in keys:

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from namesrv_helpers import CLUSTER, FakeClock, register_json
 
 from nameserver.app import create_app
 from nameserver.config import NamesrvConfig
 from nameserver.kvconfig import KvConfigManager
 from nameserver.routeinfo import ORDER_TOPIC_CONFIG, RouteInfoManager
+from tests.support.clocks import FakeMsClock
+from tests.support.namesrv import CLUSTER, register_json
 
 ADDR = "127.0.0.1:10911"
 UNREGISTER = {"cluster": CLUSTER, "broker_name": "broker-a", "broker_id": 0, "broker_addr": ADDR}
@@ -165,7 +166,7 @@ def test_state_and_injected_managers(tmp_path: Path) -> None:
 
 
 def test_expiry_task_runs_in_the_lifespan(tmp_path: Path) -> None:
-    clock = FakeClock()
+    clock = FakeMsClock()
     routes = RouteInfoManager(broker_channel_expired_time_ms=1000, clock=clock)
     config = NamesrvConfig(data_dir=tmp_path, scan_not_active_broker_interval_ms=10)
     with TestClient(create_app(config, routes=routes)) as client:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from namesrv_helpers import register_json
+
+from tests.support.namesrv import register_json
 
 REPO = Path(__file__).resolve().parents[2]
 READY_RE = re.compile(

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from namesrv_helpers import CLUSTER, FakeClock, queues, register_request, unregister_request
 from pydantic import ValidationError
 
 from connector.errors import TopicNotExistError
@@ -15,6 +14,8 @@ from connector.protocol.route import (
     TopicRouteData,
 )
 from nameserver.routeinfo import ORDER_TOPIC_CONFIG, RouteInfoManager
+from tests.support.clocks import FakeMsClock
+from tests.support.namesrv import CLUSTER, queues, register_request, unregister_request
 
 EXPIRE_MS = 120_000
 A0 = "127.0.0.1:10911"
@@ -23,12 +24,12 @@ B0 = "127.0.0.1:20911"
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> FakeMsClock:
+    return FakeMsClock()
 
 
 @pytest.fixture
-def rim(clock: FakeClock) -> RouteInfoManager:
+def rim(clock: FakeMsClock) -> RouteInfoManager:
     return RouteInfoManager(broker_channel_expired_time_ms=EXPIRE_MS, clock=clock)
 
 
@@ -138,7 +139,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_register_scenarios(rim: RouteInfoManager, clock: FakeClock, case: Case) -> None:
+def test_register_scenarios(rim: RouteInfoManager, clock: FakeMsClock, case: Case) -> None:
     for step in case.steps:
         clock.advance(1000)
         result = rim.register_broker(step)
@@ -180,7 +181,7 @@ def test_result_carries_master_addr(rim: RouteInfoManager) -> None:
     assert rim.register_broker(register_request(broker_id=1, addr=A1)).master_addr == A0
 
 
-def test_heartbeat_refreshes_live_entry(rim: RouteInfoManager, clock: FakeClock) -> None:
+def test_heartbeat_refreshes_live_entry(rim: RouteInfoManager, clock: FakeMsClock) -> None:
     rim.register_broker(register_request(version=1))
     clock.advance(5000)
     rim.register_broker(register_request(version=3))
@@ -211,7 +212,7 @@ def test_broker_moving_cluster_leaves_the_old_one(rim: RouteInfoManager) -> None
 # -- expiry -------------------------------------------------------------------------------------
 
 
-def test_expiry_removes_everything(rim: RouteInfoManager, clock: FakeClock) -> None:
+def test_expiry_removes_everything(rim: RouteInfoManager, clock: FakeMsClock) -> None:
     rim.register_broker(register_request(topics={"T": queues(4), "ONLY_A": queues(1)}))
     rim.register_broker(register_request(broker_id=1, addr=A1))
     clock.advance(EXPIRE_MS)
@@ -224,7 +225,7 @@ def test_expiry_removes_everything(rim: RouteInfoManager, clock: FakeClock) -> N
     assert rim.live_count() == 0
 
 
-def test_expiry_keeps_fresh_brokers(rim: RouteInfoManager, clock: FakeClock) -> None:
+def test_expiry_keeps_fresh_brokers(rim: RouteInfoManager, clock: FakeMsClock) -> None:
     rim.register_broker(register_request(topics={"T": queues(4), "ONLY_A": queues(1)}))
     rim.register_broker(
         register_request("broker-b", addr=B0, cluster="C2", topics={"T": queues(2)})
@@ -243,7 +244,7 @@ def test_expiry_keeps_fresh_brokers(rim: RouteInfoManager, clock: FakeClock) -> 
 
 
 def test_expired_master_keeps_queues_while_its_slave_lives(
-    rim: RouteInfoManager, clock: FakeClock
+    rim: RouteInfoManager, clock: FakeMsClock
 ) -> None:
     rim.register_broker(register_request())
     clock.advance(EXPIRE_MS)
@@ -256,7 +257,7 @@ def test_expired_master_keeps_queues_while_its_slave_lives(
 
 
 def test_reregister_after_expiry_restores_queue_data(
-    rim: RouteInfoManager, clock: FakeClock
+    rim: RouteInfoManager, clock: FakeMsClock
 ) -> None:
     rim.register_broker(register_request(version=1))
     clock.advance(EXPIRE_MS + 1)

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 
 from connector.local import LocalCluster, ServerProcess
-from tests.broker.server.conftest import wait_until
-from tests.security.acl_cluster import RULES, SUB_ONLY, acl_env, create_topic
+from tests.support.acl import RULES, SUB_ONLY, acl_env, create_topic
+from tests.support.waits import wait_until
 
 
 def ha_of(proc: ServerProcess) -> dict:  # type: ignore[type-arg]

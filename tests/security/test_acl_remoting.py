@@ -16,8 +16,7 @@ from connector.errors import AuthenticationFailedError, NoPermissionError, PyMQE
 from connector.local import LocalCluster, ServerProcess
 from connector.protocol.acl import SIGN_TIME, Credentials, SignSequence, sign_remoting
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
-from tests.broker.server.conftest import wait_until
-from tests.security.acl_cluster import (
+from tests.support.acl import (
     ADMIN,
     DENIED,
     PUB_ONLY,
@@ -27,6 +26,7 @@ from tests.security.acl_cluster import (
     create_topic,
     start_acl_cluster,
 )
+from tests.support.waits import wait_until
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from connector.protocol.acl import (
     rest_signature,
     rest_string_to_sign,
 )
-from tests.security.acl_cluster import ADMIN, PUB_ONLY, SUB_ONLY, create_topic, start_acl_cluster
+from tests.support.acl import ADMIN, PUB_ONLY, SUB_ONLY, create_topic, start_acl_cluster
 
 
 @pytest.fixture(scope="module")

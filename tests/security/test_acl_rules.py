@@ -17,6 +17,7 @@ from connector.server.acl.addresses import AddressPattern
 from connector.server.acl.model import PUB, SUB, Needs, refusal
 from connector.server.acl.plain import parse_plain_acl
 from connector.server.acl.remoting import remoting_needs
+from tests.support.clocks import FakeClock
 
 ROCKETMQ_SAMPLE = """
 globalWhiteRemoteAddresses:
@@ -139,20 +140,12 @@ def test_what_requests_need() -> None:
     assert remoting_needs(RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC)) == Needs()
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_reload_keeps_the_old_rules_when_the_new_file_is_bad(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "plain_acl.yml"
     path.write_text("accounts: [{accessKey: keyOne1, secretKey: secretOne1, admin: true}]")
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     acl = AclService(path, clock=clock)
     signed = RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"})
     sign_remoting(signed.ext, b"", Credentials("keyOne1", "secretOne1"))

@@ -17,8 +17,8 @@ import pytest
 from connector import Message, Producer, SendStatus
 from connector.errors import BrokerBusyError, PyMQError
 from connector.local import LocalCluster
-from tests.broker.server.conftest import wait_until
-from tests.security.acl_cluster import DENIED, PUB_ONLY, RULES, acl_env, create_topic
+from tests.support.acl import DENIED, PUB_ONLY, RULES, acl_env, create_topic
+from tests.support.waits import wait_until
 
 
 def plain_env(**settings: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ from connector import Admin, Message, Producer, PullConsumer
 from connector.errors import PyMQError
 from connector.local import LocalCluster
 from connector.protocol.acl import Credentials
-from tests.security.acl_cluster import ADMIN, BROKER, DENIED, PUB_ONLY, RULES, acl_env
+from tests.support.acl import ADMIN, BROKER, DENIED, PUB_ONLY, RULES, acl_env
 
 SECRETS = [ADMIN[1], BROKER[1], DENIED[1], PUB_ONLY[1], "adminSecret1", "brokerSecret1"]
 

@@ -18,8 +18,8 @@ from connector import Admin, Message, Producer, PullConsumer, SendStatus
 from connector.errors import ConfigError, PyMQError
 from connector.local import LocalCluster, ServerProcess
 from nameserver.config import NamesrvConfig
-from tests.broker.server.conftest import wait_until
-from tests.security.tls_files import TlsFiles, make_tls_files, tls_env
+from tests.support.tls import TlsFiles, make_tls_files, tls_env
+from tests.support.waits import wait_until
 
 
 @pytest.fixture(scope="module")

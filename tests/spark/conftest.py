@@ -1,4 +1,5 @@
-"""One local SparkSession for the whole test session, and a pymq cluster per module."""
+"""One local SparkSession for the whole test session (the pymq cluster per module is the
+shared ``cluster`` fixture of ``tests.support.fixtures``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from connector.local import LocalCluster
 from connector.spark_jar import jar_path
 
 
@@ -31,13 +31,3 @@ def spark() -> Iterator[object]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
-    env["PYMQ_REGISTER_NAME_SERVER_PERIOD_MS"] = "500"
-    with LocalCluster(
-        tmp_path_factory.mktemp("spark-cluster"), brokers=2, namesrvs=1, env=env
-    ) as c:
-        yield c

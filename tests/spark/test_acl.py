@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from connector.local import LocalCluster
-from tests.security.acl_cluster import ADMIN, PUB_ONLY, SUB_ONLY, create_topic, start_acl_cluster
+from tests.support.acl import ADMIN, PUB_ONLY, SUB_ONLY, create_topic, start_acl_cluster
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections import Counter
 from typing import Any
 
@@ -13,24 +12,7 @@ import pytest
 
 from connector import Admin, Message, Producer
 from connector.local import LocalCluster
-
-
-def create_topic(cluster: LocalCluster, topic: str, queues: int = 4) -> None:
-    for b in cluster.brokers:
-        r = httpx.put(
-            f"http://{b.http_addr}/topics/{topic}",
-            json={"read_queue_nums": queues, "write_queue_nums": queues, "perm": 6},
-            timeout=10,
-        )
-        assert r.status_code == 200, r.text
-    deadline = time.monotonic() + 10
-    ns = cluster.namesrvs[0].http_addr
-    while time.monotonic() < deadline:
-        route = httpx.get(f"http://{ns}/routes/{topic}", timeout=10)
-        if route.status_code == 200 and len(route.json()["queues"]) == len(cluster.brokers):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"no route for {topic}")
+from tests.support.cluster import create_topic
 
 
 def test_format_pymq_needs_no_registration(spark: Any) -> None:

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from queue_fill import fill_queues
-from test_batch import create_topic
 
 from connector import Message
 from connector.local import LocalCluster
 from connector.spark.clients import ClientCache, producer, pull_consumer, shared_cache
+from tests.support.cluster import create_topic
+from tests.support.spark import fill_queues
 
 
 class FakeClient:

@@ -14,21 +14,12 @@ from typing import Any
 import httpx
 import pytest
 
-from connector import Admin
 from connector.local import LocalCluster
-from tests.broker.server.conftest import wait_until
-from tests.spark.queue_fill import fill_queues
+from tests.support.cluster import create_topic
+from tests.support.spark import fill_queues
+from tests.support.waits import wait_until
 
 ROWS = 3000
-
-
-def create_topic(cluster: LocalCluster, topic: str) -> None:
-    with Admin(namesrv=cluster.namesrv_addr) as admin:
-        admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
-        wait_until(
-            lambda: len({q.broker_name for q in admin.topic_route(topic).queues}) == 2, 15,
-            what=f"{topic} routed to both brokers",
-        )  # fmt: skip
 
 
 def sink_bodies(spark: Any, cluster: LocalCluster, topic: str) -> Counter[bytes]:

@@ -19,16 +19,10 @@ from connector import Message, Producer, SendStatus
 from connector.errors import PyMQError
 from connector.local import LocalCluster
 from connector.protocol.message import MessageQueue
+from tests.support.waits import wait_until
 
 TOPIC = "Failover"
 _NO_NEW = re.compile(r'^pymq_pull_requests_total\{status="NO_NEW_MSG"\} (\S+)$', re.M)
-
-
-def wait_until(pred: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        assert time.monotonic() < deadline, f"{what} not within {timeout_s} s"
-        time.sleep(0.1)
 
 
 def create_topic(cluster: LocalCluster, topic: str) -> None:
@@ -59,7 +53,7 @@ def ha_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluste
     env.update(PYMQ_REGISTER_NAME_SERVER_PERIOD_MS="500", PYMQ_BROKER_ROLE="SYNC_MASTER")
     with LocalCluster(tmp_path_factory.mktemp("ha"), brokers=2, slaves=1, env=env) as c:
         create_topic(c, TOPIC)
-        wait_until(lambda: slaves_in_sync(c), 30, "both slaves in sync")
+        wait_until(lambda: slaves_in_sync(c), 30, what="both slaves in sync")
         yield c
 
 
@@ -120,15 +114,15 @@ def test_a_stream_reads_on_through_a_masters_death_without_gap_or_repeat(
             got = spark.sql("select brokerName, queueId, queueOffset from failover_rows")
             return Counter((r.brokerName, r.queueId, r.queueOffset) for r in got.collect())
 
-        wait_until(lambda: len(rows()) > 200, 60, "rows before the kill")
+        wait_until(lambda: len(rows()) > 200, 60, what="rows before the kill")
         ha_cluster.broker("broker-a").kill()  # broker-a's queues: read from its slave now
         killed_at = len(stored)
-        wait_until(lambda: len(stored) > killed_at + 300, 60, "sends to broker-b meanwhile")
+        wait_until(lambda: len(stored) > killed_at + 300, 60, what="sends to broker-b meanwhile")
         before_restart = set(stored)
-        wait_until(lambda: before_restart <= set(rows()), 60, "the stream past the kill")
+        wait_until(lambda: before_restart <= set(rows()), 60, what="the stream past the kill")
         ha_cluster.restart_broker("broker-a", crash=True)  # same store, new port
         restarted_at = len(stored)
-        wait_until(lambda: len(stored) > restarted_at + 300, 60, "sends after the restart")
+        wait_until(lambda: len(stored) > restarted_at + 300, 60, what="sends after the restart")
     finally:
         stop.set()
         sender.join(30)
@@ -140,7 +134,7 @@ def test_a_stream_reads_on_through_a_masters_death_without_gap_or_repeat(
 
         # no gap: each message of each queue (a send the producer retried elsewhere after
         # a broken connection may be stored twice: two messages, each read once)
-        wait_until(lambda: set(positions()) == every(), 90, "every stored message read")
+        wait_until(lambda: set(positions()) == every(), 90, what="every stored message read")
         got = positions()
         assert not [k for k, n in got.items() if n > 1], "messages read twice"
         assert set(stored) <= set(rows()), "a send answered as stored is missing"
@@ -163,7 +157,7 @@ def test_batch_reads_of_both_sources_while_a_master_is_down(
             sent.append(b"probe")  # stored either way (SEND_OK or SLAVE_NOT_AVAILABLE)
             return status is SendStatus.SEND_OK
 
-        wait_until(probe, 30, "SEND_OK from the masters in sync")
+        wait_until(probe, 30, what="SEND_OK from the masters in sync")
         for i in range(400):
             res = producer.send(Message(topic=topic, body=b"b-%d" % i))
             assert res.status is SendStatus.SEND_OK, res
@@ -205,13 +199,13 @@ def test_a_reader_waits_for_a_slave_short_of_its_range(
                     return res.status in (SendStatus.SEND_OK, SendStatus.SLAVE_NOT_AVAILABLE,
                                           SendStatus.FLUSH_SLAVE_TIMEOUT)  # fmt: skip
 
-                wait_until(stored, 60, f"message {i} stored")
+                wait_until(stored, 60, what=f"message {i} stored")
 
     sent = 0
     for fmt in ("pymq", "pymq-jvm"):
         # the slave has all of these (and the topic): in sync with the master (restarted
         # by the tests before)
-        wait_until(lambda: slaves_in_sync(ha_cluster), 60, "both slaves in sync")
+        wait_until(lambda: slaves_in_sync(ha_cluster), 60, what="both slaves in sync")
         send(30, sent)
         sent += 30
         ha_cluster.broker("broker-a").kill()
@@ -235,7 +229,8 @@ def test_a_reader_waits_for_a_slave_short_of_its_range(
         try:
             wait_until(
                 lambda before=before, reader=reader: held_pulls() > before or not reader.is_alive(),
-                60, f"{fmt}: a pull held at the slave's end",
+                60,
+                what=f"{fmt}: a pull held at the slave's end",
             )  # fmt: skip
             assert "error" not in result, result  # the short slave was waited for
         finally:

@@ -12,7 +12,7 @@ from connector import Message, Producer, PullConsumer
 from connector.errors import ConfigError
 from connector.local import LocalCluster
 from connector.spark import foreach_batch_writer
-from tests.spark.test_batch import create_topic
+from tests.support.cluster import create_topic
 
 
 def send_words(ns: str, words: str, topic: str = "Words") -> None:

@@ -33,9 +33,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_batch import create_topic
 
 from connector.local import LocalCluster
+from tests.support.cluster import create_topic
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 PIP_TIMEOUT_S = 180.0

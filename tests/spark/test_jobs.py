@@ -12,9 +12,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from test_batch import create_topic
-
 from connector.local import LocalCluster
+from tests.support.cluster import create_topic
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_batch import create_topic
 
 from connector import Message, Producer
 from connector.client.connection import RemotingConnection
@@ -26,6 +25,7 @@ from connector.protocol.batch import encode_batch
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.spark.options import READ_OPTIONS
 from connector.spark_jar import jar_path
+from tests.support.cluster import create_topic
 
 TOPIC = "JvmT"
 OTHER = "JvmOther"

@@ -10,16 +10,15 @@ the error on its first call. No cluster: nothing is contacted.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from connector.spark.options import READ_SCHEMA
+from tests.support.spark import first_error_line
 
 NOWHERE = "127.0.0.1:1"  # never dialled: the options are refused first
-ERROR_LINE = re.compile(r"^[\w.]+(Error|Exception): ")
 
 BAD = [
     pytest.param(
@@ -45,14 +44,6 @@ BAD = [
         id="topic-name",
     ),
 ]
-
-
-def first_error_line(exc: BaseException) -> str:
-    """The first line of Spark's message that names an exception (Spark's own header
-    line, ``[PYTHON_DATA_SOURCE_ERROR] ...``, and traceback frames aside)."""
-    lines = [x for x in str(exc).splitlines() if ERROR_LINE.match(x)]
-    assert lines, str(exc)
-    return lines[0]
 
 
 @pytest.mark.parametrize(("options", "message"), BAD)

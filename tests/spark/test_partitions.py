@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from queue_fill import fill_queues
-from test_batch import create_topic
 
 from connector.local import LocalCluster
 from connector.spark.source import QueueRange, split_ranges
+from tests.support.cluster import create_topic
+from tests.support.spark import fill_queues
 
 # -- the cut, without Spark -----------------------------------------------------------
 

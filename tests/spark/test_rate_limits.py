@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,13 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     ReadMinRows,
 )
-from queue_fill import fill_queues
-from test_batch import create_topic
 
 from connector.local import LocalCluster
 from connector.spark.limits import Admission, TriggerLimits, default_read_limit, split_bytes
 from connector.spark.options import ReadOptions
+from tests.support.cluster import create_topic
+from tests.support.spark import fill_queues
+from tests.support.waits import wait_until
 
 
 def opts(**extra: str) -> ReadOptions:
@@ -100,14 +100,6 @@ def test_split_bytes() -> None:
 # -- with Spark -----------------------------------------------------------------------
 
 
-def _wait_for(what: Callable[[], bool], timeout_s: float, message: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not what():
-        if time.monotonic() > deadline:
-            raise AssertionError(message)
-        time.sleep(0.05)
-
-
 def _ms(progress: Any) -> float:
     return datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
 
@@ -140,18 +132,18 @@ def test_min_messages_waits_for_max_trigger_delay(
             return int(spark.sql("select count(*) from min_in").collect()[0][0])
 
         # the first trigger is not delayed (as Kafka's): 3 < 5 messages, read at once
-        _wait_for(lambda: rows() == 3, 120, "the first batch never came")
+        wait_until(lambda: rows() == 3, 120, what="the first batch never came")
         sent_ms = []
         for total, n in ((5, 2), (7, 2), (13, 6)):  # 2 and 2 wait for the delay, 6 do not
             sent_ms.append(time.time() * 1000)
             fill_queues(ns, "MinIn", n)
-            _wait_for(lambda total=total: rows() == total, 60, f"{n} messages never read")
+            wait_until(lambda total=total: rows() == total, 60, what=f"{n} messages never read")
 
         # the memory sink shows a batch's rows before Spark records the batch's progress
         def reported() -> int:
             return sum(p["numInputRows"] for p in query.recentProgress)
 
-        _wait_for(lambda: reported() == 13, 30, "the last batch's progress never came")
+        wait_until(lambda: reported() == 13, 30, what="the last batch's progress never came")
         batches = [p for p in query.recentProgress if p["numInputRows"]]
     finally:
         query.stop()

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from pyspark.sql.types import StructType
-from test_option_errors import first_error_line
 
 from connector.errors import ConfigError
 from connector.spark.options import (
@@ -19,6 +18,7 @@ from connector.spark.options import (
     WriteOptions,
     check_read_schema,
 )
+from tests.support.spark import first_error_line
 
 NOWHERE = "127.0.0.1:1"
 

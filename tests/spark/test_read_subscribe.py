@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_batch import create_topic
-from test_stream import fill
 
 from connector import Admin, Message, Producer, PullConsumer
 from connector.local import LocalCluster
 from connector.spark.options import ReadOptions
 from connector.spark.queues import QueueFinder
+from tests.support.cluster import create_topic
+from tests.support.spark import fill
 
 
 def bodies(rows: list[Any]) -> Counter[bytes]:

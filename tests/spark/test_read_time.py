@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_batch import create_topic
 
 from connector import Message, Producer, PullConsumer
 from connector.local import LocalCluster
+from tests.support.cluster import create_topic
 
 TOPIC = "TimeT"
 EARLY, LATE = 200, 120  # messages sent before and after the split time

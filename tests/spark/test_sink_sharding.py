@@ -12,7 +12,7 @@ import pytest
 from connector import PullConsumer
 from connector.local import LocalCluster
 from connector.spark.routing import shard_index
-from tests.spark.test_batch import create_topic
+from tests.support.cluster import create_topic
 
 KEYS = 50
 _SENDS = re.compile(r'^pymq_send_requests_total\{api="\w+",outcome="PUT_OK"\} (\S+)$', re.M)

@@ -26,10 +26,10 @@ from typing import Any
 import httpx
 import pyspark
 import pytest
-from test_batch import create_topic
 
 from connector import MessageExt, MessageQueue, PullConsumer, PullStatus
 from connector.local import LocalCluster
+from tests.support.cluster import create_topic
 
 JOBS = Path(__file__).resolve().parents[2] / "jobs"
 SPARK_HOME = Path(pyspark.__file__).resolve().parent

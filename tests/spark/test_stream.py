@@ -6,21 +6,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from test_batch import create_topic
-
-from connector import Admin, Message, Producer
+from connector import Admin
 from connector.local import LocalCluster
-
-
-def fill(ns: str, topic: str, n: int) -> None:
-    with Producer(group="fill", namesrv=ns) as producer:
-        for k in range(0, n, 500):
-            producer.send_batch(
-                [
-                    Message(topic=topic, body=b"row-%d" % i, tags="T")
-                    for i in range(k, min(n, k + 500))
-                ]
-            )
+from tests.support.cluster import create_topic
+from tests.support.spark import fill
 
 
 def test_available_now_honours_max_messages_per_trigger(

@@ -12,8 +12,8 @@ import pytest
 
 from connector import Admin
 from connector.local import LocalCluster
-from tests.broker.server.conftest import wait_until
-from tests.security.tls_files import TlsFiles, make_tls_files, tls_env
+from tests.support.tls import TlsFiles, make_tls_files, tls_env
+from tests.support.waits import wait_until
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_http_helpers import ClientFactory, start_client
 from fastapi.testclient import TestClient
+
+from tests.support.rest_app import ClientFactory, start_client
 
 
 @pytest.fixture

@@ -3,8 +3,9 @@ broker's settings read and changed at run time (GET|PUT /config)."""
 
 from __future__ import annotations
 
-from broker_http_helpers import assert_error, put_topic, send
 from fastapi.testclient import TestClient
+
+from tests.support.rest_app import assert_error, put_topic, send
 
 
 def test_a_message_by_either_msg_id(client: TestClient) -> None:

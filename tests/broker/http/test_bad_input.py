@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_http_helpers import (
+from fastapi.testclient import TestClient
+
+from connector.protocol.names import validate_topic
+from tests.support.rest_app import (
     MAX_MESSAGE_SIZE,
     ClientFactory,
     MiB,
@@ -39,9 +42,6 @@ from broker_http_helpers import (
     start_client,
     topic_names,
 )
-from fastapi.testclient import TestClient
-
-from connector.protocol.names import validate_topic
 
 TOPIC = "BadInput"  # 8 queues; queue 0 holds one message
 OCTET = {"content-type": "application/octet-stream"}

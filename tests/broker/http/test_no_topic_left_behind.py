@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from broker_http_helpers import (
+from fastapi.testclient import TestClient
+
+from tests.support.rest_app import (
     assert_error,
     batch_bytes,
     commit_log_max,
@@ -11,7 +13,6 @@ from broker_http_helpers import (
     send,
     topic_names,
 )
-from fastapi.testclient import TestClient
 
 
 @pytest.mark.parametrize(

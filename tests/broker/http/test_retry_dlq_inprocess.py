@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker_http_helpers import (
+from fastapi.testclient import TestClient
+
+from tests.support.rest_app import (
     ClientFactory,
     body_of,
     commit_log_max,
@@ -18,7 +20,6 @@ from broker_http_helpers import (
     send,
     topic_status,
 )
-from fastapi.testclient import TestClient
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 

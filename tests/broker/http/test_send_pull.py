@@ -9,7 +9,22 @@ from __future__ import annotations
 import zlib
 
 import pytest
-from broker_http_helpers import (
+from fastapi.testclient import TestClient
+
+from connector.protocol.message import SysFlag
+from connector.protocol.msgid import decode_offset_msg_id
+from connector.protocol.properties import encode_properties
+from connector.protocol.record import decode_record, record_size
+from connector.protocol.wire import (
+    H_MAX_OFFSET,
+    H_MIN_OFFSET,
+    H_NEXT_BEGIN_OFFSET,
+    H_STATUS,
+    RECORDS_CONTENT_TYPE,
+    batch_offsets,
+    split_records,
+)
+from tests.support.rest_app import (
     STORE_HOST_HEX,
     ClientFactory,
     b64,
@@ -26,21 +41,6 @@ from broker_http_helpers import (
     send,
     send_batch,
     topic_status,
-)
-from fastapi.testclient import TestClient
-
-from connector.protocol.message import SysFlag
-from connector.protocol.msgid import decode_offset_msg_id
-from connector.protocol.properties import encode_properties
-from connector.protocol.record import decode_record, record_size
-from connector.protocol.wire import (
-    H_MAX_OFFSET,
-    H_MIN_OFFSET,
-    H_NEXT_BEGIN_OFFSET,
-    H_STATUS,
-    RECORDS_CONTENT_TYPE,
-    batch_offsets,
-    split_records,
 )
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"

@@ -8,10 +8,10 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from broker_http_helpers import ClientFactory, body_of, metric, pull_ok, q, send, topic_status
 from fastapi.testclient import TestClient
 
 from broker.store.config import FlushDiskType
+from tests.support.rest_app import ClientFactory, body_of, metric, pull_ok, q, send, topic_status
 
 SYNC = {"flush_disk_type": FlushDiskType.SYNC_FLUSH}
 

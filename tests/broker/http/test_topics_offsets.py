@@ -5,7 +5,9 @@ from __future__ import annotations
 from contextlib import ExitStack
 from pathlib import Path
 
-from broker_http_helpers import (
+from fastapi.testclient import TestClient
+
+from tests.support.rest_app import (
     ClientFactory,
     assert_error,
     batch_bytes,
@@ -23,7 +25,6 @@ from broker_http_helpers import (
     topic_names,
     topic_status,
 )
-from fastapi.testclient import TestClient
 
 
 def test_put_get_list_update_topic(client: TestClient) -> None:

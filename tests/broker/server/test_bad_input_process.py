@@ -12,10 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import Servers, create_topic, health, send, url
 
 from connector.protocol.batch import encode_batch
 from connector.protocol.properties import encode_properties
+from tests.support.processes import Servers
+from tests.support.rest import create_topic, health, send, url
 
 BATCH = {"content-type": "application/octet-stream"}
 MiB = 1 << 20

@@ -9,10 +9,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import Servers
 
 from connector.client.connection import RemotingConnection
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+from tests.support.processes import Servers
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/stat").exists(), reason="reads a process's CPU time from /proc"

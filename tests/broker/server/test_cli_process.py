@@ -14,14 +14,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from conftest import (
-    Servers,
-    clusters,
-    env_with,
-    health,
-    port_open,
-    wait_until,
-)
+
+from tests.support.processes import Servers, env_with, port_open
+from tests.support.rest import clusters, health
+from tests.support.waits import wait_until
 
 PYMQ = [sys.executable, "-m", "connector.cli"]
 

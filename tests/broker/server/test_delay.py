@@ -6,18 +6,11 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import (
-    Servers,
-    body_of,
-    create_topic,
-    health,
-    holds_for,
-    pull_all,
-    send,
-    wait_until,
-)
 
 from connector.protocol.properties import PropertyKeys
+from tests.support.processes import Servers
+from tests.support.rest import body_of, create_topic, health, pull_all, send
+from tests.support.waits import holds_for, wait_until
 
 P = PropertyKeys
 DELAY_ENV = {"PYMQ_MESSAGE_DELAY_LEVEL": "1s 3s 10s"}

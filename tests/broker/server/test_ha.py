@@ -20,16 +20,9 @@ from connector import Message, Producer, SendStatus
 from connector.local import ServerProcess
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.server.remoting import call
-from tests.broker.server.conftest import (
-    HTTP,
-    Servers,
-    create_topic,
-    pull_all_records,
-    send,
-    send_batch,
-    url,
-    wait_until,
-)
+from tests.support.processes import Servers
+from tests.support.rest import HTTP, create_topic, pull_all_records, send, send_batch, url
+from tests.support.waits import wait_until
 
 TOPIC = "HaTopic"
 FAST = {"PYMQ_REGISTER_NAME_SERVER_PERIOD_MS": "1000", "PYMQ_LOG_LEVEL": "info"}
@@ -396,7 +389,7 @@ def test_a_local_cluster_with_slaves_and_cluster_list_shows_roles_and_lag(
     import sys
 
     from connector.local import LocalCluster
-    from tests.broker.server.conftest import env_with
+    from tests.support.processes import env_with
 
     with LocalCluster(tmp_path / "local", brokers=2, slaves=1, env=env_with(FAST)) as cluster:
         names = [b.name for b in cluster.brokers]

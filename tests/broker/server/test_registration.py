@@ -5,19 +5,18 @@ from __future__ import annotations
 import time
 from functools import partial
 
-from conftest import (
+from tests.support.processes import Servers
+from tests.support.rest import (
     HTTP,
     QUEUE_CONFIG,
-    Servers,
     broker_absent,
     broker_listed,
     clusters,
     create_topic,
-    holds_for,
     route,
     url,
-    wait_until,
 )
+from tests.support.waits import holds_for, wait_until
 
 SHORT_EXPIRY_NS = {
     "PYMQ_SCAN_NOT_ACTIVE_BROKER_INTERVAL_MS": "200",

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 import httpx
 import orjson
 import pytest
-from conftest import Servers
 
 from connector.local.process import ServerProcess
 from connector.protocol.batch import encode_batch
@@ -36,6 +35,7 @@ from connector.protocol.remoting import (
     encode_frame,
 )
 from connector.protocol.wire import split_records
+from tests.support.processes import Servers
 
 WAIT_S = 10.0
 QUEUES = 4

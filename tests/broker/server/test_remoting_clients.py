@@ -11,10 +11,11 @@ from collections.abc import Iterator
 
 import orjson
 import pytest
-from conftest import Servers, wait_until
 
 from connector.client.connection import RemotingConnection
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+from tests.support.processes import Servers
+from tests.support.waits import wait_until
 
 GROUP = "CID_remoting_members"
 WAIT_S = 5.0

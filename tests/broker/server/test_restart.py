@@ -5,14 +5,8 @@ from __future__ import annotations
 import hashlib
 import random
 
-from conftest import (
-    Servers,
-    create_topic,
-    health,
-    pull_all_records,
-    send,
-    send_batch,
-)
+from tests.support.processes import Servers
+from tests.support.rest import create_topic, health, pull_all_records, send, send_batch
 
 TOPIC = "Durable"
 QUEUES = 4

@@ -6,20 +6,11 @@ from functools import partial
 from typing import Any
 
 import pytest
-from conftest import (
-    HTTP,
-    Servers,
-    body_of,
-    create_topic,
-    holds_for,
-    pull,
-    pull_all,
-    send,
-    url,
-    wait_until,
-)
 
 from connector.protocol.properties import PropertyKeys
+from tests.support.processes import Servers
+from tests.support.rest import HTTP, body_of, create_topic, pull, pull_all, send, url
+from tests.support.waits import holds_for, wait_until
 
 P = PropertyKeys
 GROUP = "g1"

@@ -9,8 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import (
-    Servers,
+
+from connector.protocol.properties import PropertyKeys
+from tests.support.processes import Servers
+from tests.support.rest import (
     body_of,
     create_topic,
     pull,
@@ -19,8 +21,6 @@ from conftest import (
     send,
     send_batch,
 )
-
-from connector.protocol.properties import PropertyKeys
 
 
 @pytest.fixture(scope="module")

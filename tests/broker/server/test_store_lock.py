@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import Servers, create_topic, env_with, health, pull_all, send
+from tests.support.processes import Servers, env_with
+from tests.support.rest import create_topic, health, pull_all, send
 
 PYMQ = [sys.executable, "-m", "connector.cli"]
 

@@ -15,7 +15,7 @@ from broker.store.replica import ReplicaLog
 from broker.store.results import GetMessageStatus
 from broker.store.store import MessageStore
 from connector.errors import StoreError
-from tests.broker.store.conftest import SMALL, TOPIC, put, put_batch
+from tests.support.store import SMALL, TOPIC, put, put_batch
 
 
 def log_bytes(store: MessageStore, start: int = 0) -> bytes:

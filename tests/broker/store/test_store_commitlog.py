@@ -8,7 +8,12 @@ from __future__ import annotations
 import struct
 
 import pytest
-from conftest import (
+
+from broker.store.inner import BatchInner
+from broker.store.results import GetMessageStatus, PutMessageStatus
+from broker.store.store import MessageStore
+from connector.protocol.message import Message
+from tests.support.store import (
     BLANK_MAGIC,
     TOPIC,
     StoreFactory,
@@ -20,11 +25,6 @@ from conftest import (
     segment_files,
     walk_commit_log,
 )
-
-from broker.store.inner import BatchInner
-from broker.store.results import GetMessageStatus, PutMessageStatus
-from broker.store.store import MessageStore
-from connector.protocol.message import Message
 
 SEG = 4096
 FIRST = 200  # the first record of every boundary test takes 200 bytes

@@ -7,11 +7,10 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from conftest import TOPIC, StoreFactory, messages_only, put, put_batch, walk_commit_log
-
 from broker.store.results import GetMessageStatus
 from broker.store.store import MessageStore
 from connector.protocol.hashing import tags_code
+from tests.support.store import TOPIC, StoreFactory, messages_only, put, put_batch, walk_commit_log
 
 
 def _cq_dir(store: MessageStore, topic: str = TOPIC, queue_id: int = 0) -> Path:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import BORN_TS, TOPIC, FakeClock, StoreFactory, segment_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +21,8 @@ from connector.protocol.message import Message
 from connector.protocol.msgid import encode_host
 from connector.protocol.properties import encode_properties
 from connector.protocol.record import encode_record
+from tests.support.clocks import FakeClock
+from tests.support.store import BORN_TS, TOPIC, StoreFactory, segment_files
 
 prop_text = st.text(
     alphabet=st.characters(codec="utf-8", exclude_characters="\x01\x02"), max_size=60

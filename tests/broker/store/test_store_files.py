@@ -9,12 +9,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import TOPIC, StoreFactory, put
 
 from broker.store.checkpoint import Checkpoint
 from broker.store.files import atomic_write, file_name, load_json, parse_file_name, save_json
 from broker.store.mapped_file import MappedFile
 from connector.errors import StoreError
+from tests.support.store import TOPIC, StoreFactory, put
 
 
 def test_file_names() -> None:

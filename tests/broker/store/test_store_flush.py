@@ -8,13 +8,13 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 
-from conftest import TOPIC, StoreFactory, inner, put, put_batch, segment_files, wait_for
-
 from broker.store.config import FlushDiskType
 from broker.store.inner import MessageInner
 from broker.store.mapped_file import PAGE_SIZE
 from broker.store.results import PutMessageStatus
 from connector.protocol.message import Message
+from tests.support.store import TOPIC, StoreFactory, inner, put, put_batch, segment_files
+from tests.support.waits import wait_until
 
 SYNC = FlushDiskType.SYNC_FLUSH
 ASYNC = FlushDiskType.ASYNC_FLUSH
@@ -115,7 +115,12 @@ def test_async_flusher_catches_up_when_enough_pages_are_dirty(make_store: StoreF
     res = put(store, b"p" * (5 * PAGE_SIZE))  # 5 dirty pages: more than the 4 needed
     assert res.append is not None
     end = res.append.end_offset
-    assert wait_for(lambda: store.commit_log.flushed_offset() >= end)
+    wait_until(
+        lambda: store.commit_log.flushed_offset() >= end,
+        10.0,
+        interval_s=0.005,
+        what="the CommitLog flushed to the last append",
+    )
     assert store.commit_log.flushed_offset() == store.commit_log.max_offset()
 
 
@@ -129,7 +134,12 @@ def test_async_thorough_flush_takes_even_one_dirty_page(make_store: StoreFactory
     res = put(store, b"small")
     assert res.append is not None
     end = res.append.end_offset
-    assert wait_for(lambda: store.commit_log.flushed_offset() >= end)
+    wait_until(
+        lambda: store.commit_log.flushed_offset() >= end,
+        10.0,
+        interval_s=0.005,
+        what="the CommitLog flushed to the last append",
+    )
 
 
 def test_shutdown_flushes_and_writes_clean_checkpoint(make_store: StoreFactory) -> None:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BORN_TS, SMALL, TOPIC, StoreFactory, inner, walk_commit_log
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +29,7 @@ from connector.errors import ConfigError
 from connector.protocol.batch import encode_batch
 from connector.protocol.message import Message
 from connector.protocol.msgid import encode_host
+from tests.support.store import BORN_TS, SMALL, TOPIC, StoreFactory, inner, walk_commit_log
 
 SYNC = FlushDiskType.SYNC_FLUSH
 OK = PutMessageStatus.PUT_OK

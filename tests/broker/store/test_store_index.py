@@ -7,7 +7,6 @@ from __future__ import annotations
 import struct
 import zlib
 
-from conftest import BORN_TS, TOPIC, FakeClock, StoreFactory, put
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +14,8 @@ from broker.store.index import key_hash
 from broker.store.inner import BatchInner
 from broker.store.results import PutMessageStatus
 from connector.protocol.message import Message, MessageExt
+from tests.support.clocks import FakeClock
+from tests.support.store import BORN_TS, TOPIC, StoreFactory, put
 
 
 def _bodies(msgs: list[MessageExt]) -> list[bytes]:

@@ -8,12 +8,12 @@ import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from conftest import TOPIC, FakeClock, StoreFactory, put, put_batch, record_len
-
 from broker.store.results import GetMessageStatus
 from broker.store.store import MessageStore
 from connector.protocol.hashing import tags_code
 from connector.protocol.msgid import decode_offset_msg_id
+from tests.support.clocks import FakeClock
+from tests.support.store import TOPIC, StoreFactory, put, put_batch, record_len
 
 
 def _fill(store: MessageStore, n: int, *, queue_id: int = 0) -> None:

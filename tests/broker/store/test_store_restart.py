@@ -5,9 +5,10 @@ messages looked like, and everything is where it was.
 from __future__ import annotations
 
 import pytest
-from conftest import TOPIC, FakeClock, StoreFactory, inner, put
 
 from broker.store.results import GetMessageStatus, PutMessageStatus
+from tests.support.clocks import FakeClock
+from tests.support.store import TOPIC, StoreFactory, inner, put
 
 
 def _restart_twice(make_store: StoreFactory, **config: object) -> None:

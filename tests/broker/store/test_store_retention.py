@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TOPIC, FakeClock, StoreFactory, inner, put, segment_files
 
 from broker.store.config import StoreConfig
 from broker.store.inner import BatchInner
@@ -18,6 +17,8 @@ from broker.store.retention import is_delete_hour
 from broker.store.store import MessageStore
 from connector.errors import ConfigError
 from connector.protocol.message import Message
+from tests.support.clocks import FakeClock
+from tests.support.store import TOPIC, StoreFactory, inner, put, segment_files
 
 SEG = 4096
 HOUR = 3600.0

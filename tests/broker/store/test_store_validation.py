@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import BORN_TS, TOPIC, StoreFactory, inner, put, segment_files
 
 from broker.store.inner import BatchInner, MessageInner
 from broker.store.results import GetMessageStatus, PutMessageStatus
 from broker.store.store import MessageStore
 from connector.errors import InvalidTopicError
 from connector.protocol.message import Message
+from tests.support.store import BORN_TS, TOPIC, StoreFactory, inner, put, segment_files
 
 BAD_TOPICS = ["../x", "a/b", "a" * 128, "..", ".", "a b", "a\\b", "ключ", "x\x00y", ""]
 

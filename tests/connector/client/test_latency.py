@@ -23,17 +23,7 @@ from connector.client.latency import FaultItem, monotonic_ms
 from connector.errors import ConfigError, TopicNotExistError
 from connector.protocol.message import MessageQueue
 from connector.protocol.route import BrokerData, QueueData, TopicRouteData
-
-
-class FakeClock:
-    def __init__(self, now_ms: float = 1_000_000.0) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> float:
-        return self.now_ms
-
-    def advance(self, ms: float) -> None:
-        self.now_ms += ms
+from tests.support.clocks import FakeMsClock
 
 
 def make_route(queues: dict[str, int] | None = None) -> TopicRouteData:
@@ -56,12 +46,12 @@ def make_info(queues: dict[str, int] | None = None, start: int = 0) -> TopicPubl
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> FakeMsClock:
+    return FakeMsClock(1_000_000.0)
 
 
 @pytest.fixture
-def strategy(clock: FakeClock) -> MQFaultStrategy:
+def strategy(clock: FakeMsClock) -> MQFaultStrategy:
     return MQFaultStrategy(clock=clock, send_latency_fault_enable=True)
 
 
@@ -144,7 +134,7 @@ def test_config_error_is_a_value_error() -> None:
     [(49, 0), (550, 30000), (1000, 60000), (2000, 120000), (3000, 180000), (15000, 600000)],
 )
 def test_slow_send_benches_for_the_table_duration(
-    clock: FakeClock, strategy: MQFaultStrategy, latency_ms: int, duration_ms: int
+    clock: FakeMsClock, strategy: MQFaultStrategy, latency_ms: int, duration_ms: int
 ) -> None:
     strategy.update_fault_item("broker-a", latency_ms, isolation=False)
     if duration_ms:
@@ -156,7 +146,7 @@ def test_slow_send_benches_for_the_table_duration(
     assert strategy.latency_fault_tolerance.is_reachable("broker-a")
 
 
-def test_isolation_benches_for_ten_minutes(clock: FakeClock, strategy: MQFaultStrategy) -> None:
+def test_isolation_benches_for_ten_minutes(clock: FakeMsClock, strategy: MQFaultStrategy) -> None:
     strategy.update_fault_item("broker-a", 3, isolation=True)  # a fast connection refused
     tolerance = strategy.latency_fault_tolerance
     assert not strategy.is_available("broker-a")
@@ -171,7 +161,7 @@ def test_isolation_benches_for_ten_minutes(clock: FakeClock, strategy: MQFaultSt
     assert strategy.is_available("broker-a")
 
 
-def test_custom_isolation_latency(clock: FakeClock) -> None:
+def test_custom_isolation_latency(clock: FakeMsClock) -> None:
     s = MQFaultStrategy(clock=clock, send_latency_fault_enable=True, isolation_latency_ms=1000)
     s.update_fault_item("broker-a", 1, isolation=True)
     clock.advance(59_999)
@@ -180,14 +170,14 @@ def test_custom_isolation_latency(clock: FakeClock) -> None:
     assert s.is_available("broker-a")
 
 
-def test_a_fast_send_clears_a_penalty(clock: FakeClock, strategy: MQFaultStrategy) -> None:
+def test_a_fast_send_clears_a_penalty(clock: FakeMsClock, strategy: MQFaultStrategy) -> None:
     strategy.update_fault_item("broker-a", 5000, isolation=False)
     assert not strategy.is_available("broker-a")
     strategy.update_fault_item("broker-a", 10, isolation=False)
     assert strategy.is_available("broker-a")
 
 
-def test_disabled_records_nothing(clock: FakeClock) -> None:
+def test_disabled_records_nothing(clock: FakeMsClock) -> None:
     s = MQFaultStrategy(clock=clock)
     s.update_fault_item("broker-a", 30000, isolation=True)
     assert s.is_available("broker-a")
@@ -196,14 +186,14 @@ def test_disabled_records_nothing(clock: FakeClock) -> None:
 
 
 def test_unknown_broker_is_available_and_reachable() -> None:
-    tolerance = LatencyFaultTolerance(clock=FakeClock())
+    tolerance = LatencyFaultTolerance(clock=FakeMsClock(1_000_000.0))
     assert tolerance.is_available("nobody")
     assert tolerance.is_reachable("nobody")
     assert tolerance.get("nobody") is None
     assert tolerance.pick_one_at_least() is None
 
 
-def test_remove(clock: FakeClock) -> None:
+def test_remove(clock: FakeMsClock) -> None:
     tolerance = LatencyFaultTolerance(clock=clock)
     tolerance.update_fault_item("broker-a", 5, 1000, reachable=False)
     tolerance.remove("broker-a")
@@ -214,10 +204,10 @@ def test_remove(clock: FakeClock) -> None:
 
 def test_negative_duration_refused() -> None:
     with pytest.raises(ValueError):
-        LatencyFaultTolerance(clock=FakeClock()).update_fault_item("a", 1, -1)
+        LatencyFaultTolerance(clock=FakeMsClock(1_000_000.0)).update_fault_item("a", 1, -1)
 
 
-def test_returned_items_are_snapshots(clock: FakeClock) -> None:
+def test_returned_items_are_snapshots(clock: FakeMsClock) -> None:
     tolerance = LatencyFaultTolerance(clock=clock)
     tolerance.update_fault_item("broker-a", 5, 1000, reachable=False)
     item = tolerance.get("broker-a")
@@ -241,13 +231,13 @@ def test_default_clock_is_monotonic_ms() -> None:
 # -- pick_one_at_least ------------------------------------------------------------------------
 
 
-def test_pick_one_at_least_single_item(clock: FakeClock) -> None:
+def test_pick_one_at_least_single_item(clock: FakeMsClock) -> None:
     tolerance = LatencyFaultTolerance(clock=clock)
     tolerance.update_fault_item("broker-a", 5, 1000)
     assert [tolerance.pick_one_at_least() for _ in range(3)] == ["broker-a"] * 3
 
 
-def test_pick_one_at_least_ranks_reachable_then_latency_then_start(clock: FakeClock) -> None:
+def test_pick_one_at_least_ranks_reachable_then_latency_then_start(clock: FakeMsClock) -> None:
     tolerance = LatencyFaultTolerance(clock=clock)
     tolerance.update_fault_item("broker-a", 1, 600000, reachable=False)  # unreachable: worst
     tolerance.update_fault_item("broker-b", 3000, 180000)
@@ -266,14 +256,14 @@ def test_pick_one_at_least_ranks_reachable_then_latency_then_start(clock: FakeCl
     ]
 
 
-def test_pick_one_at_least_prefers_available(clock: FakeClock) -> None:
+def test_pick_one_at_least_prefers_available(clock: FakeMsClock) -> None:
     tolerance = LatencyFaultTolerance(clock=clock)
     tolerance.update_fault_item("broker-a", 10, 0)
     tolerance.update_fault_item("broker-b", 1, 1000)
     assert tolerance.pick_one_at_least() == "broker-a"
 
 
-def test_pick_one_at_least_among(clock: FakeClock) -> None:
+def test_pick_one_at_least_among(clock: FakeMsClock) -> None:
     tolerance = LatencyFaultTolerance(clock=clock)
     tolerance.update_fault_item("broker-a", 10, 1000)
     tolerance.update_fault_item("broker-b", 20, 1000)
@@ -283,7 +273,7 @@ def test_pick_one_at_least_among(clock: FakeClock) -> None:
 
 def test_pick_one_at_least_is_deterministic() -> None:
     def run() -> list[str | None]:
-        tolerance = LatencyFaultTolerance(clock=FakeClock())
+        tolerance = LatencyFaultTolerance(clock=FakeMsClock(1_000_000.0))
         for i, name in enumerate(["e", "b", "d", "a", "c", "f"]):
             tolerance.update_fault_item(name, 100 * (i % 3), 50000)
         return [tolerance.pick_one_at_least() for _ in range(9)]
@@ -298,12 +288,12 @@ def test_pick_one_at_least_is_deterministic() -> None:
 
 
 @pytest.fixture
-def isolated(clock: FakeClock, strategy: MQFaultStrategy) -> MQFaultStrategy:
+def isolated(clock: FakeMsClock, strategy: MQFaultStrategy) -> MQFaultStrategy:
     strategy.update_fault_item("broker-a", 2, isolation=True)
     return strategy
 
 
-def test_first_probe_after_the_interval(clock: FakeClock, isolated: MQFaultStrategy) -> None:
+def test_first_probe_after_the_interval(clock: FakeMsClock, isolated: MQFaultStrategy) -> None:
     assert isolated.brokers_to_probe() == []
     clock.advance(999)
     assert isolated.brokers_to_probe() == []
@@ -313,7 +303,7 @@ def test_first_probe_after_the_interval(clock: FakeClock, isolated: MQFaultStrat
 
 
 def test_probe_ok_readmits_before_the_penalty_ends(
-    clock: FakeClock, isolated: MQFaultStrategy
+    clock: FakeMsClock, isolated: MQFaultStrategy
 ) -> None:
     clock.advance(1000)
     assert isolated.brokers_to_probe() == ["broker-a"]
@@ -331,7 +321,7 @@ def test_probe_ok_readmits_before_the_penalty_ends(
 
 
 def test_probe_failure_keeps_isolated_and_reschedules(
-    clock: FakeClock, isolated: MQFaultStrategy
+    clock: FakeMsClock, isolated: MQFaultStrategy
 ) -> None:
     clock.advance(1000)
     assert isolated.brokers_to_probe() == ["broker-a"]
@@ -345,7 +335,9 @@ def test_probe_failure_keeps_isolated_and_reschedules(
     assert isolated.brokers_to_probe() == ["broker-a"]
 
 
-def test_probe_that_never_reports_is_due_again(clock: FakeClock, isolated: MQFaultStrategy) -> None:
+def test_probe_that_never_reports_is_due_again(
+    clock: FakeMsClock, isolated: MQFaultStrategy
+) -> None:
     clock.advance(1000)
     assert isolated.brokers_to_probe() == ["broker-a"]
     clock.advance(2999)
@@ -361,14 +353,14 @@ def test_probe_that_never_reports_is_due_again(clock: FakeClock, isolated: MQFau
 
 
 def test_probe_result_without_probe_in_flight_is_ignored(
-    clock: FakeClock, isolated: MQFaultStrategy
+    clock: FakeMsClock, isolated: MQFaultStrategy
 ) -> None:
     assert not isolated.probe_result("broker-a", True, 1.0)
     assert not isolated.probe_result("broker-z", True, 1.0)
     assert not isolated.is_available("broker-a")
 
 
-def test_a_send_cancels_the_probe_in_flight(clock: FakeClock, isolated: MQFaultStrategy) -> None:
+def test_a_send_cancels_the_probe_in_flight(clock: FakeMsClock, isolated: MQFaultStrategy) -> None:
     clock.advance(1000)
     assert isolated.brokers_to_probe() == ["broker-a"]
     isolated.update_fault_item("broker-a", 3, isolation=True)  # a newer failure
@@ -378,27 +370,27 @@ def test_a_send_cancels_the_probe_in_flight(clock: FakeClock, isolated: MQFaultS
     assert isolated.brokers_to_probe() == ["broker-a"]
 
 
-def test_slow_brokers_are_not_probed(clock: FakeClock, strategy: MQFaultStrategy) -> None:
+def test_slow_brokers_are_not_probed(clock: FakeMsClock, strategy: MQFaultStrategy) -> None:
     strategy.update_fault_item("broker-a", 5000, isolation=False)
     clock.advance(10_000)
     assert strategy.brokers_to_probe() == []
     assert not strategy.is_available("broker-a")
 
 
-def test_no_probe_once_the_penalty_is_over(clock: FakeClock, isolated: MQFaultStrategy) -> None:
+def test_no_probe_once_the_penalty_is_over(clock: FakeMsClock, isolated: MQFaultStrategy) -> None:
     clock.advance(600_000)
     assert isolated.is_available("broker-a")
     assert isolated.brokers_to_probe() == []
 
 
-def test_brokers_to_probe_sorted(clock: FakeClock, strategy: MQFaultStrategy) -> None:
+def test_brokers_to_probe_sorted(clock: FakeMsClock, strategy: MQFaultStrategy) -> None:
     for name in ("broker-c", "broker-a", "broker-b"):
         strategy.update_fault_item(name, 1, isolation=True)
     clock.advance(1000)
     assert strategy.brokers_to_probe() == ["broker-a", "broker-b", "broker-c"]
 
 
-def test_custom_probe_timing(clock: FakeClock) -> None:
+def test_custom_probe_timing(clock: FakeMsClock) -> None:
     s = MQFaultStrategy(
         clock=clock, send_latency_fault_enable=True, probe_interval_ms=50, probe_timeout_ms=20
     )
@@ -414,7 +406,7 @@ def test_custom_probe_timing(clock: FakeClock) -> None:
 
 @pytest.mark.parametrize("enabled", [True, False])
 @pytest.mark.parametrize("start", range(8))
-def test_retry_avoids_the_last_broker(clock: FakeClock, enabled: bool, start: int) -> None:
+def test_retry_avoids_the_last_broker(clock: FakeMsClock, enabled: bool, start: int) -> None:
     s = MQFaultStrategy(clock=clock, send_latency_fault_enable=enabled)
     info = make_info(start=start)
     for _ in range(16):
@@ -423,7 +415,7 @@ def test_retry_avoids_the_last_broker(clock: FakeClock, enabled: bool, start: in
 
 
 def test_retry_avoids_the_last_broker_after_its_failure(
-    clock: FakeClock, strategy: MQFaultStrategy
+    clock: FakeMsClock, strategy: MQFaultStrategy
 ) -> None:
     # the real retry: broker-a failed fast; RocketMQ 4 (#2046) would prefer it again
     info = make_info()
@@ -433,7 +425,7 @@ def test_retry_avoids_the_last_broker_after_its_failure(
 
 
 def test_last_broker_used_when_it_is_the_only_available(
-    clock: FakeClock, strategy: MQFaultStrategy
+    clock: FakeMsClock, strategy: MQFaultStrategy
 ) -> None:
     info = make_info({"broker-a": 2, "broker-b": 2, "broker-c": 2})
     strategy.update_fault_item("broker-b", 1, isolation=True)
@@ -444,7 +436,7 @@ def test_last_broker_used_when_it_is_the_only_available(
 
 
 def test_isolated_broker_skipped_until_its_penalty_ends(
-    clock: FakeClock, strategy: MQFaultStrategy
+    clock: FakeMsClock, strategy: MQFaultStrategy
 ) -> None:
     info = make_info()
     strategy.update_fault_item("broker-a", 1, isolation=True)
@@ -456,7 +448,9 @@ def test_isolated_broker_skipped_until_its_penalty_ends(
     assert brokers == {"broker-a": 40, "broker-b": 40}
 
 
-def test_slow_broker_skipped_for_its_duration(clock: FakeClock, strategy: MQFaultStrategy) -> None:
+def test_slow_broker_skipped_for_its_duration(
+    clock: FakeMsClock, strategy: MQFaultStrategy
+) -> None:
     info = make_info()
     strategy.update_fault_item("broker-b", 1000, isolation=False)  # 60 s
     assert {strategy.select_one_message_queue(info, None).broker_name for _ in range(50)} == {
@@ -469,7 +463,7 @@ def test_slow_broker_skipped_for_its_duration(clock: FakeClock, strategy: MQFaul
     }
 
 
-def test_all_isolated_picks_the_least_bad(clock: FakeClock, strategy: MQFaultStrategy) -> None:
+def test_all_isolated_picks_the_least_bad(clock: FakeMsClock, strategy: MQFaultStrategy) -> None:
     info = make_info()
     strategy.update_fault_item("broker-a", 1, isolation=True)  # unreachable
     strategy.update_fault_item("broker-b", 3500, isolation=False)  # slow but reachable
@@ -480,7 +474,7 @@ def test_all_isolated_picks_the_least_bad(clock: FakeClock, strategy: MQFaultStr
 
 
 def test_all_isolated_retry_prefers_another_broker(
-    clock: FakeClock, strategy: MQFaultStrategy
+    clock: FakeMsClock, strategy: MQFaultStrategy
 ) -> None:
     info = make_info()
     strategy.update_fault_item("broker-a", 20000, isolation=False)  # slow but reachable
@@ -489,13 +483,13 @@ def test_all_isolated_retry_prefers_another_broker(
     assert strategy.select_one_message_queue(info, None).broker_name == "broker-a"
 
 
-def test_all_isolated_single_broker(clock: FakeClock, strategy: MQFaultStrategy) -> None:
+def test_all_isolated_single_broker(clock: FakeMsClock, strategy: MQFaultStrategy) -> None:
     info = make_info({"broker-a": 2})
     strategy.update_fault_item("broker-a", 1, isolation=True)
     assert strategy.select_one_message_queue(info, "broker-a").broker_name == "broker-a"
 
 
-def test_other_topics_faults_do_not_leak(clock: FakeClock, strategy: MQFaultStrategy) -> None:
+def test_other_topics_faults_do_not_leak(clock: FakeMsClock, strategy: MQFaultStrategy) -> None:
     # broker-z (another topic's) is the least bad overall; this topic still gets its own broker
     info = make_info({"broker-a": 2})
     strategy.update_fault_item("broker-z", 600, isolation=False)
@@ -505,7 +499,7 @@ def test_other_topics_faults_do_not_leak(clock: FakeClock, strategy: MQFaultStra
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_round_robin_covers_all_queues_evenly(clock: FakeClock, enabled: bool) -> None:
+def test_round_robin_covers_all_queues_evenly(clock: FakeMsClock, enabled: bool) -> None:
     s = MQFaultStrategy(clock=clock, send_latency_fault_enable=enabled)
     info = make_info({"broker-a": 3, "broker-b": 5}, start=12345)
     counts = Counter(s.select_one_message_queue(info, None) for _ in range(8 * 25))
@@ -518,7 +512,7 @@ def test_empty_publish_info_raises(strategy: MQFaultStrategy) -> None:
         strategy.select_one_message_queue(info, None)
 
 
-def test_no_shared_object_mutation(clock: FakeClock, strategy: MQFaultStrategy) -> None:
+def test_no_shared_object_mutation(clock: FakeMsClock, strategy: MQFaultStrategy) -> None:
     route = make_route({"broker-a": 4, "broker-b": 4, "broker-c": 2})
     route_before = route.model_dump()
     info = TopicPublishInfo.from_route(route, start_index=0)
@@ -544,7 +538,7 @@ def test_no_shared_object_mutation(clock: FakeClock, strategy: MQFaultStrategy) 
     assert list(info.message_queues) == copies
 
 
-def test_thread_safety_smoke(clock: FakeClock, strategy: MQFaultStrategy) -> None:
+def test_thread_safety_smoke(clock: FakeMsClock, strategy: MQFaultStrategy) -> None:
     info = make_info({"broker-a": 4, "broker-b": 4})
     per_thread, threads_n = 800, 8
     results: list[Counter[MessageQueue]] = []

@@ -16,6 +16,7 @@ from connector.client import (
     ReadRouting,
 )
 from connector.errors import ConfigError
+from tests.support.clocks import FakeMsClock
 
 MASTER = "10.0.0.1:10911"
 SLAVE = "10.0.0.2:10911"
@@ -23,24 +24,13 @@ SLAVE2 = "10.0.0.3:10911"
 BOTH = {"0": MASTER, "1": SLAVE}
 
 
-class FakeClock:
-    def __init__(self, now_ms: float = 1_000_000.0) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> float:
-        return self.now_ms
-
-    def advance(self, ms: float) -> None:
-        self.now_ms += ms
+@pytest.fixture
+def clock() -> FakeMsClock:
+    return FakeMsClock(1_000_000.0)
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def routing(clock: FakeClock) -> ReadRouting:
+def routing(clock: FakeMsClock) -> ReadRouting:
     return ReadRouting(clock=clock)
 
 
@@ -75,7 +65,7 @@ def test_an_answer_without_a_usable_suggestion_changes_nothing(
 
 
 def test_a_failed_master_is_avoided_for_a_while_then_read_again(
-    routing: ReadRouting, clock: FakeClock
+    routing: ReadRouting, clock: FakeMsClock
 ) -> None:
     routing.mark_failed(MASTER)
     assert routing.is_failed(MASTER)
@@ -154,7 +144,7 @@ def test_ids_that_are_not_numbers_are_ignored(routing: ReadRouting) -> None:
     assert routing.choose("broker-a", nodes) == ReadChoice(SLAVE, 1, preferred=False)
 
 
-def test_route_refreshes_are_spaced_per_key(routing: ReadRouting, clock: FakeClock) -> None:
+def test_route_refreshes_are_spaced_per_key(routing: ReadRouting, clock: FakeMsClock) -> None:
     assert routing.refresh_due(("T", "broker-a"))
     assert not routing.refresh_due(("T", "broker-a"))
     assert routing.refresh_due(("U", "broker-a"))  # another key has its own spacing
@@ -164,7 +154,7 @@ def test_route_refreshes_are_spaced_per_key(routing: ReadRouting, clock: FakeClo
     assert routing.refresh_due(("T", "broker-a"))
 
 
-def test_expired_failures_are_forgotten(routing: ReadRouting, clock: FakeClock) -> None:
+def test_expired_failures_are_forgotten(routing: ReadRouting, clock: FakeMsClock) -> None:
     for i in range(100):
         routing.mark_failed(f"10.0.0.{i}:1")
     clock.advance(FAILED_ADDR_AVOID_MS)
@@ -190,7 +180,7 @@ def test_the_default_clock_is_monotonic_milliseconds() -> None:
     assert routing.is_failed(MASTER)
 
 
-def test_threads_marking_and_choosing_at_once(routing: ReadRouting, clock: FakeClock) -> None:
+def test_threads_marking_and_choosing_at_once(routing: ReadRouting, clock: FakeMsClock) -> None:
     errors: list[BaseException] = []
 
     def work(i: int) -> None:

@@ -9,7 +9,6 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import Recorder, pull_everything, wait_route
 
 from connector.client.consumer import PullConsumer
 from connector.client.producer import Producer
@@ -18,10 +17,11 @@ from connector.errors import ConfigError, MessageIllegalError, PyMQError
 from connector.local import LocalCluster
 from connector.protocol.message import Message, MessageExt, MessageQueue, SysFlag
 from connector.protocol.status import PullStatus, SendStatus
+from tests.support.cluster import Recorder, pull_all, wait_route
 
 
 def stored(consumer: PullConsumer, topic: str) -> dict[str, MessageExt]:
-    return {m.msg_id: m for m in pull_everything(consumer, topic)}
+    return {m.msg_id: m for m in pull_all(consumer, topic)}
 
 
 def test_sync_and_async_sends_share_batches_and_keep_their_own_results(
@@ -160,7 +160,7 @@ def test_shutdown_sends_what_was_gathered(cluster: LocalCluster) -> None:
     deadline = time.monotonic() + 10  # the auto-created topic's route may lag its queues
     with PullConsumer(group="g", namesrv=ns) as consumer:
         while True:
-            bodies = {m.body for m in pull_everything(consumer, topic)}
+            bodies = {m.body for m in pull_all(consumer, topic)}
             if expected <= bodies or time.monotonic() > deadline:
                 break
             time.sleep(0.05)

@@ -12,6 +12,7 @@ from connector.errors import PyMQError
 from connector.local import LocalCluster
 from connector.protocol.message import Message, MessageExt, MessageQueue
 from connector.protocol.status import PullStatus
+from tests.support.waits import wait_until
 
 TOPIC = "FailOver"
 
@@ -33,15 +34,6 @@ def route_brokers(producer: Producer) -> int:
     return 0 if route is None else len(route.brokers)
 
 
-def wait_for(pred: object, timeout_s: float) -> None:
-    assert callable(pred)
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
-
-
 def queue_contents(consumer: PullConsumer, mq: MessageQueue) -> dict[int, MessageExt]:
     out: dict[int, MessageExt] = {}
     offset = 0
@@ -60,7 +52,7 @@ def test_kill_9_during_sync_sends_loses_nothing(cluster: LocalCluster) -> None:
     results: list[SendResult] = []
     failures: list[BaseException] = []
     with Producer(group="failover", namesrv=ns) as producer:
-        wait_for(lambda: route_brokers(producer) == 2, 10)  # fmt: skip
+        wait_until(lambda: route_brokers(producer) == 2, 10, what="a route to both brokers")
         killed = threading.Event()
 
         def killer() -> None:
@@ -85,7 +77,11 @@ def test_kill_9_during_sync_sends_loses_nothing(cluster: LocalCluster) -> None:
 
     cluster.restart_broker("broker-b")
     with PullConsumer(group="check", namesrv=ns) as consumer:
-        wait_for(lambda: len({q.broker_name for q in consumer.fetch_queues(TOPIC)}) == 2, 15)
+        wait_until(
+            lambda: len({q.broker_name for q in consumer.fetch_queues(TOPIC)}) == 2,
+            15,
+            what="queues on both brokers",
+        )
         stored: dict[tuple[str, int], dict[int, MessageExt]] = {}
         for mq in consumer.fetch_queues(TOPIC):
             stored[(mq.broker_name, mq.queue_id)] = queue_contents(consumer, mq)
@@ -100,7 +96,7 @@ def test_kill_9_during_async_sends_retries_on_the_other_broker(cluster: LocalClu
     create_topic_everywhere(cluster)
     ns = cluster.namesrv_addr
     with Producer(group="failover-async", namesrv=ns) as producer:
-        wait_for(lambda: route_brokers(producer) == 2, 15)
+        wait_until(lambda: route_brokers(producer) == 2, 15, what="a route to both brokers")
         first = [producer.send_async(Message(topic=TOPIC, body=b"a%05d" % i)) for i in range(500)]
         for f in first:
             f.result(30)
@@ -120,7 +116,7 @@ def test_kill_9_during_auto_batched_sends_loses_nothing(cluster: LocalCluster) -
     sent: list[tuple[bytes, SendResult]] = []
     lock = threading.Lock()
     with Producer(group="failover-batch", namesrv=ns, auto_batch=True) as producer:
-        wait_for(lambda: route_brokers(producer) == 2, 15)
+        wait_until(lambda: route_brokers(producer) == 2, 15, what="a route to both brokers")
         first = [producer.send_async(Message(topic=TOPIC, body=b"c%05d" % i)) for i in range(500)]
         for i, f in enumerate(first):
             sent.append((b"c%05d" % i, f.result(30)))
@@ -145,7 +141,11 @@ def test_kill_9_during_auto_batched_sends_loses_nothing(cluster: LocalCluster) -
     assert len(sent) == 500 + 800 + 2000
     cluster.restart_broker("broker-b")
     with PullConsumer(group="check-batch", namesrv=ns) as consumer:
-        wait_for(lambda: len({q.broker_name for q in consumer.fetch_queues(TOPIC)}) == 2, 15)
+        wait_until(
+            lambda: len({q.broker_name for q in consumer.fetch_queues(TOPIC)}) == 2,
+            15,
+            what="queues on both brokers",
+        )
         stored = {
             (mq.broker_name, mq.queue_id): queue_contents(consumer, mq)
             for mq in consumer.fetch_queues(TOPIC)

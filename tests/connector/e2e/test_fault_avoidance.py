@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 
 import httpx
 
 from connector import Message, Producer
 from connector.client.results import SendContext
 from connector.local import LocalCluster
+from tests.support.waits import wait_until
 
 TOPIC = "Avoid"
 
@@ -26,14 +25,6 @@ class Attempts:
     def send_message_after(self, ctx: SendContext) -> None:
         with self.lock:
             self.log.append((ctx.broker_name, ctx.exception is not None))
-
-
-def wait_for(pred: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
 
 
 def create_topic(cluster: LocalCluster) -> None:
@@ -61,7 +52,11 @@ def test_dead_broker_is_avoided_then_used_again(cluster: LocalCluster) -> None:
         poll_name_server_interval_ms=500,
     ) as producer:
         producer.register_send_hook(attempts)
-        wait_for(lambda: route_brokers(producer) == {"broker-a", "broker-b"}, 10)
+        wait_until(
+            lambda: route_brokers(producer) == {"broker-a", "broker-b"},
+            10,
+            what="a route to both brokers",
+        )
         for i in range(20):
             producer.send(Message(topic=TOPIC, body=b"warm %d" % i))
         assert {b for b, _ in attempts.log} == {"broker-a", "broker-b"}
@@ -83,13 +78,13 @@ def test_dead_broker_is_avoided_then_used_again(cluster: LocalCluster) -> None:
             producer.send(Message(topic=TOPIC, body=b"after"))
             return any(b == "broker-b" and not bad for b, bad in attempts.log)
 
-        wait_for(used_again, 30)
+        wait_until(used_again, 30, what="broker-b used again")
 
 
 def test_one_namesrv_down_does_not_stop_sends(cluster: LocalCluster) -> None:
     create_topic(cluster)
     with Producer(group="ns-down", namesrv=cluster.namesrv_addr) as producer:
-        wait_for(lambda: len(route_brokers(producer)) == 2, 15)
+        wait_until(lambda: len(route_brokers(producer)) == 2, 15, what="a route to both brokers")
         cluster.namesrvs[0].kill()
         # a producer that never saw the topic must still find it, through the other one
         with Producer(group="fresh", namesrv=cluster.namesrv_addr) as fresh:

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, wait_route
 
 import connector.client.connection as remoting_client
 from connector.client.admin import Admin
@@ -17,6 +16,8 @@ from connector.client.producer import Producer
 from connector.local.process import ServerProcess
 from connector.protocol.message import Message
 from connector.protocol.status import PullStatus
+from tests.support.cluster import wait_route
+from tests.support.processes import clean_env
 
 TOPIC = "IdleConnTopic"
 

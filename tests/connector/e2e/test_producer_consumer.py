@@ -8,7 +8,6 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from conftest import Recorder, pull_everything, wait_route
 
 from connector.client.consumer import PullConsumer
 from connector.client.producer import Producer
@@ -20,6 +19,7 @@ from connector.protocol.compression import CompressionType
 from connector.protocol.message import Message, MessageQueue, SysFlag
 from connector.protocol.status import PullStatus, SendStatus
 from connector.spark.encode import encode_columns
+from tests.support.cluster import Recorder, pull_all, wait_route
 
 
 def test_send_paths_round_trip(cluster: LocalCluster) -> None:
@@ -41,7 +41,7 @@ def test_send_paths_round_trip(cluster: LocalCluster) -> None:
             producer.send_async(Message(topic="E2eAuto", body=b"a%d" % i)) for i in range(20)
         ]
         results += [f.result(10) for f in futures]
-        got = pull_everything(c, "E2eAuto")
+        got = pull_all(c, "E2eAuto")
         by_id = {m.msg_id: m for m in got}
         for r in results:
             m = by_id[r.msg_id]
@@ -72,7 +72,7 @@ def test_ordered_and_explicit_queue(cluster: LocalCluster) -> None:
         assert len(queues) == 1  # same key, same queue
         (broker, qid), _ = queues.most_common(1)[0]
         mq = MessageQueue("E2eOrder", broker, qid)
-        bodies = [m.body for m in pull_everything(c, "E2eOrder") if m.body.startswith(b"o")]
+        bodies = [m.body for m in pull_all(c, "E2eOrder") if m.body.startswith(b"o")]
         assert bodies == [b"o%d" % i for i in range(30)]  # in order
         r = producer.send(Message(topic="E2eOrder", body=b"pinned"), queue=mq)
         assert r.queue == mq
@@ -191,7 +191,7 @@ def test_many_threads_oneway_and_callbacks(cluster: LocalCluster) -> None:
         with PullConsumer(group="g", namesrv=ns) as c:
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:
-                if any(m.body == b"fire and forget" for m in pull_everything(c, "E2eThreads")):
+                if any(m.body == b"fire and forget" for m in pull_all(c, "E2eThreads")):
                     break
                 time.sleep(0.1)
             else:

@@ -11,7 +11,6 @@ import threading
 import time
 
 import pytest
-from test_read_ahead import fill
 
 from connector.client.consumer import PullCallback, PullConsumer
 from connector.client.producer import Producer
@@ -21,6 +20,7 @@ from connector.local import LocalCluster
 from connector.protocol.message import Message, MessageQueue
 from connector.protocol.scan import index_records
 from connector.protocol.status import PullStatus
+from tests.support.cluster import fill
 
 Outcome = tuple[PullResult | None, BaseException | None, str]
 

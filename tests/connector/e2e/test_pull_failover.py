@@ -29,7 +29,7 @@ from connector.client.results import PullResult
 from connector.local import ServerProcess
 from connector.protocol.message import Message, MessageExt, MessageQueue
 from connector.protocol.status import PullStatus, SendStatus
-from tests.broker.server.conftest import wait_until
+from tests.support.waits import wait_until
 
 TOPIC = "PullFailover"
 BROKER = "broker-a"

@@ -7,14 +7,13 @@ import re
 
 import httpx
 import pytest
-from conftest import wait_route
 
 from connector.client import consumer as consumer_module
 from connector.client.consumer import PullConsumer
-from connector.client.producer import Producer
 from connector.local import LocalCluster
-from connector.protocol.message import Message, MessageQueue
+from connector.protocol.message import MessageQueue
 from connector.protocol.status import PullStatus
+from tests.support.cluster import fill
 
 _PULLS = re.compile(r'^pymq_pull_requests_total\{status="(\w+)"\} (\S+)$', re.M)
 
@@ -25,20 +24,6 @@ def pull_requests(cluster: LocalCluster) -> int:
         text = httpx.get(f"http://{b.http_addr}/metrics", timeout=10).text
         total += sum(int(float(v)) for _, v in _PULLS.findall(text))
     return total
-
-
-def fill(cluster: LocalCluster, topic: str, count: int) -> MessageQueue:
-    with Producer(group="e2e", namesrv=cluster.namesrv_addr) as producer:
-        first = producer.send(Message(topic=topic, body=b"m0", tags="A"))
-        wait_route(producer, topic, 1)
-        mq = first.queue
-        msgs = [
-            Message(topic=topic, body=b"m%d" % i, tags="A" if i % 3 else "B")
-            for i in range(1, count)
-        ]
-        for i in range(0, len(msgs), 100):
-            producer.send_batch(msgs[i : i + 100], queue=mq)
-    return mq
 
 
 def read(consumer: PullConsumer, mq: MessageQueue, page: int, **kw: object) -> list[bytes]:

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import clean_env
 
 from connector.client.connection import RemotingClient
 from connector.client.producer import Producer
 from connector.local import LocalCluster
 from connector.protocol.message import Message
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+from tests.support.processes import clean_env
 
 TOPIC = "OnlyOnB"
 

@@ -19,8 +19,9 @@ from connector.protocol.message import MessageExt
 from connector.protocol.msgid import decode_offset_msg_id
 from connector.protocol.remoting import RequestCode
 from connector.protocol.status import SendStatus
-from tests.broker.server.conftest import wait_until
-from tests.connector.e2e.conftest import clean_env, pull_everything
+from tests.support.cluster import pull_all
+from tests.support.processes import clean_env
+from tests.support.waits import wait_until
 
 S = LocalTransactionState
 
@@ -63,7 +64,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 def bodies(cluster: LocalCluster, topic: str) -> list[bytes]:
     with PullConsumer(group="tx-reader", namesrv=cluster.namesrv_addr) as consumer:
-        return sorted(m.body for m in pull_everything(consumer, topic))
+        return sorted(m.body for m in pull_all(consumer, topic))
 
 
 def producer(cluster: LocalCluster, listener: Listener, group: str) -> TransactionProducer:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from push_helpers import Member
 
 from connector.local import LocalCluster
+from tests.support.push import Member
 
 DELAYS = "100ms 100ms 100ms 100ms 100ms 100ms 100ms 100ms"
 

@@ -10,11 +10,12 @@ import threading
 from typing import Any
 
 import pytest
-from push_helpers import create_topic, wait_for
 
 from connector import ConsumeStatus, Message, Producer, PushConsumer
 from connector.local import LocalCluster
 from connector.protocol.message import MessageQueue
+from tests.support.cluster import create_topic
+from tests.support.waits import wait_until
 
 
 @pytest.mark.parametrize("strategy", ["sticky", "averagely"])
@@ -71,7 +72,7 @@ def test_members_join_and_leave_one_at_a_time(cluster: LocalCluster, strategy: s
                 live.append(member(step))
             else:
                 live.pop(0).shutdown()
-            wait_for(f"step {step} settled", lambda: owners(live) is not None, 30)
+            wait_until(lambda: owners(live) is not None, 30, what=f"step {step} settled")
             now = owners(live)
             assert now is not None
             if previous is not None:
@@ -86,7 +87,7 @@ def test_members_join_and_leave_one_at_a_time(cluster: LocalCluster, strategy: s
             with lock:
                 return set(sent) <= set(counts)
 
-        wait_for("every message", all_consumed, 30)
+        wait_until(all_consumed, 30, what="every message")
     finally:
         for c in live:
             c.shutdown()

@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 import pytest
-from push_helpers import create_topic, produce, wait_for
 
 from connector import (
     Admin,
@@ -29,6 +28,9 @@ from connector.client.push.answers import parse_offset_table, running_info
 from connector.errors import ConfigError
 from connector.local import LocalCluster
 from connector.protocol.status import PullStatus
+from tests.support.cluster import create_topic
+from tests.support.push import produce
+from tests.support.waits import wait_until
 
 
 class Seen:
@@ -64,7 +66,7 @@ def test_it_consumes_the_tags_subscribed_and_commits(cluster: LocalCluster) -> N
     with consumer(cluster, "push-tags", listener) as c:
         c.subscribe("PushTags", "A || B")
         c.start()
-        wait_for("40 messages", lambda: len(seen.bodies()) >= 40)
+        wait_until(lambda: len(seen.bodies()) >= 40, 60.0, what="40 messages")
         assert len(c.owned_queues()) == 8 + 2  # 2 brokers x 4, and the retry topic on each
     assert sorted(seen.bodies()) == sorted(
         [f"a{i}" for i in range(20)] + [f"b{i}" for i in range(20)]
@@ -87,7 +89,7 @@ def test_reconsume_later_goes_to_retry_then_dlq(cluster: LocalCluster) -> None:
     with consumer(cluster, "push-retry", listener, max_reconsume_times=2) as c:
         c.subscribe("PushRetry")
         c.start()
-        wait_for("3 deliveries", lambda: len(seen.bodies()) >= 3)
+        wait_until(lambda: len(seen.bodies()) >= 3, 60.0, what="3 deliveries")
         with PullConsumer(group="push-retry-dlq-reader", namesrv=cluster.namesrv_addr) as pull:
 
             def in_dlq() -> bool:
@@ -98,7 +100,7 @@ def test_reconsume_later_goes_to_retry_then_dlq(cluster: LocalCluster) -> None:
                 res = pull.pull(mq, 0, 32)
                 return res.status is PullStatus.FOUND and res.messages[0].body == b"doomed"
 
-            wait_for("the message in %DLQ%push-retry", in_dlq, 30)
+            wait_until(in_dlq, 30, what="the message in %DLQ%push-retry")
         time.sleep(0.5)  # bounded: would a fourth delivery come? (the DLQ is the end)
     with seen.lock:
         assert [(m.topic, m.reconsume_times) for m in seen.msgs] == [
@@ -120,7 +122,7 @@ def test_a_listener_exception_is_retried(cluster: LocalCluster) -> None:
     with consumer(cluster, "push-raise", listener) as c:
         c.subscribe("PushRaise")
         c.start()
-        wait_for("the retry", lambda: len(seen.bodies()) >= 2)
+        wait_until(lambda: len(seen.bodies()) >= 2, 60.0, what="the retry")
     with seen.lock:
         assert [(m.body, m.topic, m.reconsume_times) for m in seen.msgs] == [
             (b"x", "PushRaise", 0), (b"x", "PushRaise", 1),
@@ -150,7 +152,7 @@ def test_flow_control_bounds_what_a_queue_holds(cluster: LocalCluster) -> None:
                 peak[0] = max(peak[0], pq.count)
             return len(seen.bodies()) >= 300
 
-        wait_for("300 messages", done)
+        wait_until(done, 60.0, what="300 messages")
     # a pull goes out only while the queue holds at most the threshold
     assert 0 < peak[0] <= 20 + 8
 
@@ -179,7 +181,7 @@ def test_flow_control_by_bytes_holds_a_slow_listeners_memory(cluster: LocalClust
                 peak[0] = max(peak[0], pq.bytes)
             return len(seen.bodies()) >= 40
 
-        wait_for("40 messages", done)
+        wait_until(done, 60.0, what="40 messages")
     # pulls pause above 1 MiB held: at most one more pull's worth comes in (4 x 100 KiB)
     assert (1 << 20) // 2 < peak[0] <= (1 << 20) + 4 * (100 << 10) + 4 * 4
 
@@ -199,7 +201,7 @@ def test_shutdown_waits_for_batches_in_flight_and_commits_them(cluster: LocalClu
     c = consumer(cluster, "push-inflight", slow, consume_thread_min=1, consume_thread_max=1)
     c.subscribe("PushInFlight")
     c.start()
-    wait_for("3 batches started", lambda: len(started.bodies()) >= 3)
+    wait_until(lambda: len(started.bodies()) >= 3, 60.0, what="3 batches started")
     c.shutdown()
     assert started.bodies() == finished.bodies()  # the one in the listener finished
     first = set(finished.bodies())
@@ -212,7 +214,7 @@ def test_shutdown_waits_for_batches_in_flight_and_commits_them(cluster: LocalClu
     with consumer(cluster, "push-inflight", listener) as again:
         again.subscribe("PushInFlight")
         again.start()
-        wait_for("the rest", lambda: len(rest.bodies()) >= len(bodies) - len(first))
+        wait_until(lambda: len(rest.bodies()) >= len(bodies) - len(first), 60.0, what="the rest")
         time.sleep(0.5)  # bounded: nothing consumed twice comes after the rest
     assert sorted(rest.bodies()) == sorted(set(bodies) - first)
 
@@ -229,7 +231,7 @@ def test_running_info_and_an_offset_reset(cluster: LocalCluster) -> None:
     with consumer(cluster, "push-reset", listener, allocate="sticky") as c:
         c.subscribe("PushReset")
         c.start()
-        wait_for("5 messages", lambda: len(seen.bodies()) >= 10 // 2)
+        wait_until(lambda: len(seen.bodies()) >= 10 // 2, 60.0, what="5 messages")
         info = running_info(c)
         assert info["properties"]["allocate"] == "sticky"
         assert {s["topic"] for s in info["subscriptionSet"]} == {"PushReset", "%RETRY%push-reset"}
@@ -237,7 +239,7 @@ def test_running_info_and_an_offset_reset(cluster: LocalCluster) -> None:
         assert [info["mqTable"][f"PushReset@{mq.broker_name}@0"]["commitOffset"] for mq in mine]
         for mq in mine:
             c.reset_queue(mq, 0)  # what RESET_CONSUMER_CLIENT_OFFSET does
-        wait_for("5 messages again", lambda: len(seen.bodies()) >= 10)
+        wait_until(lambda: len(seen.bodies()) >= 10, 60.0, what="5 messages again")
     assert sorted(seen.bodies()) == sorted([f"m{i}" for i in range(5)] * 2)
 
 
@@ -276,7 +278,7 @@ def test_orderly_suspend_consumes_the_same_batch_again_in_order(cluster: LocalCl
     with consumer(cluster, "push-suspend", listener, orderly=True) as c:
         c.subscribe("PushSuspend")
         c.start()
-        wait_for("6 messages and the suspended one again", lambda: len(seen.msgs) >= 7)
+        wait_until(lambda: len(seen.msgs) >= 7, 60.0, what="6 messages and the suspended one again")
     with seen.lock:
         got = list(seen.msgs)
     assert got == [("m0", 0), ("m1", 0), ("m2", 0), ("m2", 1), ("m3", 0), ("m4", 0), ("m5", 0)]
@@ -296,11 +298,11 @@ def test_an_admin_reset_reaches_a_live_consumer(cluster: LocalCluster) -> None:
     with consumer(cluster, "push-admin-reset", listener) as c:
         c.subscribe("PushAdminReset")
         c.start()
-        wait_for("5 messages", lambda: len(seen.bodies()) >= 5)
+        wait_until(lambda: len(seen.bodies()) >= 5, 60.0, what="5 messages")
         with Admin(namesrv=cluster.namesrv_addr) as admin:
             rows = admin.reset_offset("push-admin-reset", "PushAdminReset", 0)
         assert sorted(r["offset"] for r in rows) == [0, 0]
-        wait_for("5 messages again", lambda: len(seen.bodies()) >= 10)
+        wait_until(lambda: len(seen.bodies()) >= 10, 60.0, what="5 messages again")
     assert sorted(seen.bodies()) == sorted([f"m{i}" for i in range(5)] * 2)
 
 
@@ -327,15 +329,13 @@ def test_an_orderly_member_joining_gets_its_share_once_the_locks_are_let_go(
 
     with consumer(cluster, "push-orderly-join", slow, orderly=True) as first:
         first.subscribe("PushOrderlyJoin")
-        wait_for("the first member on all 4 queues", lambda: topic_queues(first) == 4, 30)
-        wait_for("the first member busy", busy.is_set, 30)
+        wait_until(lambda: topic_queues(first) == 4, 30, what="the first member on all 4 queues")
+        wait_until(busy.is_set, 30, what="the first member busy")
         with consumer(cluster, "push-orderly-join", listener, orderly=True) as second:
             second.subscribe("PushOrderlyJoin")
             started = time.monotonic()
-            wait_for(
-                "2 and 2",
-                lambda: topic_queues(first) == 2 and topic_queues(second) == 2,
-                10,
+            wait_until(
+                lambda: topic_queues(first) == 2 and topic_queues(second) == 2, 10, what="2 and 2"
             )
             assert time.monotonic() - started < 10
 
@@ -364,20 +364,20 @@ def test_a_message_over_consume_timeout_goes_back_and_frees_the_offset(
     try:
         c.subscribe("PushTimeout")
         c.start()
-        wait_for("the stuck message in the listener", lambda: bool(stuck_at))
+        wait_until(lambda: bool(stuck_at), 60.0, what="the stuck message in the listener")
         mq, offset = stuck_at[0]
 
         def sent_back() -> bool:
             with seen.lock:
                 return any(m.body == b"stuck" and m.reconsume_times >= 1 for m in seen.msgs)
 
-        wait_for("the stuck message consumed again from %RETRY%", sent_back, 30)
+        wait_until(sent_back, 30.0, what="the stuck message consumed again from %RETRY%")
         assert not release.is_set()  # while its first listener call still blocks
         with PullConsumer(group="push-timeout", namesrv=cluster.namesrv_addr) as pull:
-            wait_for(
-                "the committed offset past the stuck message",
+            wait_until(
                 lambda: pull.fetch_offset(mq) > offset,
-                30,
+                30.0,
+                what="the committed offset past the stuck message",
             )
         again = [m for m in seen.msgs if m.body == b"stuck"]
         assert again[0].topic == "PushTimeout"  # the listener sees the original topic
@@ -408,7 +408,7 @@ def test_admin_running_info_asks_a_live_consumer_through_its_broker(
     with consumer(cluster, "push-info", listener, pull_batch_size=7) as c:
         c.subscribe("PushInfo")
         c.start()
-        wait_for("6 messages", lambda: len(seen.bodies()) >= 6)
+        wait_until(lambda: len(seen.bodies()) >= 6, 60.0, what="6 messages")
         res = cli("consumer", "running-info", "push-info", c.client_id, "--json")
         assert res.returncode == 0, res.stderr
         info = json.loads(res.stdout)
@@ -423,7 +423,7 @@ def test_admin_running_info_asks_a_live_consumer_through_its_broker(
         # CONSUME_MESSAGE_DIRECTLY: a stored message to the listener again, by its msgId
         with Producer(group="push-info-producer", namesrv=cluster.namesrv_addr) as p:
             sent = p.send(Message(topic="PushInfo", body=b"direct"))
-        wait_for("the direct message consumed", lambda: "direct" in seen.bodies())
+        wait_until(lambda: "direct" in seen.bodies(), 60.0, what="the direct message consumed")
         res = cli("consumer", "consume", "push-info", c.client_id, sent.offset_msg_id, "--json")
         assert res.returncode == 0, res.stderr
         assert json.loads(res.stdout)["consumeResult"] == "CR_SUCCESS"

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from push_helpers import Member, create_topic, produce, wait_for
-
 from connector.local import LocalCluster
+from tests.support.cluster import create_topic
+from tests.support.push import Member, produce
+from tests.support.waits import wait_until
 
 FAST = {
     "consume_from_where": "CONSUME_FROM_FIRST_OFFSET",
@@ -44,18 +45,19 @@ def test_a_group_loses_a_member_to_kill_9(
         "settings": FAST, "consume_delay_s": 0.002,
     }  # fmt: skip
     group_members = [members(**params) for _ in range(3)]
-    wait_for("3 members splitting 8 queues", settled(group_members, 8))
+    wait_until(settled(group_members, 8), 60.0, what="3 members splitting 8 queues")
     first = [f"a{i}" for i in range(1500)]
     produce(cluster, topic, first)
     victim, survivors = group_members[0], group_members[1:]
-    wait_for("the victim mid-stream", lambda: len(victim.bodies) >= 100)
+    wait_until(lambda: len(victim.bodies) >= 100, 60.0, what="the victim mid-stream")
     killed_at = time.time()
     victim.kill()
-    wait_for(
-        "every message consumed",
+    wait_until(
         lambda: set(first) <= set(victim.bodies) | {b for m in survivors for b in m.bodies},
+        60.0,
+        what="every message consumed",
     )
-    wait_for("2 survivors splitting 8 queues", settled(survivors, 8))
+    wait_until(settled(survivors, 8), 60.0, what="2 survivors splitting 8 queues")
     consumed = sorted((e["t"], e["body"]) for m in (victim, *survivors) for e in m.of("msg"))
     first_time: dict[str, float] = {}
     dups = set()
@@ -74,9 +76,10 @@ def test_a_group_loses_a_member_to_kill_9(
     before = {id(m): len(m.bodies) for m in survivors}
     second = [f"b{i}" for i in range(400)]
     produce(cluster, topic, second)
-    wait_for(
-        "the second batch",
+    wait_until(
         lambda: set(second) <= {b for m in survivors for b in m.bodies},
+        60.0,
+        what="the second batch",
     )
     later = collections.Counter(b for m in survivors for b in m.bodies[before[id(m)] :])
     assert sorted(later) == sorted(second) and max(later.values()) == 1
@@ -95,16 +98,18 @@ def test_orderly_keeps_each_keys_order_across_a_kill_9(
         "settings": {**FAST, "lock_renew_interval_ms": 1000, "lock_lost_after_ms": 3000},
     }  # fmt: skip
     a, b = members(**params), members(**params)
-    wait_for("2 members splitting 4 queues", settled([a, b], 4))
+    wait_until(settled([a, b], 4), 60.0, what="2 members splitting 4 queues")
     keys = [f"k{i}" for i in range(8)]
     bodies = [f"{k}:{n}" for n in range(100) for k in keys]
     # half before the kill, half after: whatever the speed of the listener, every key
     # has messages left for the survivor once ``a`` is gone
     produce(cluster, topic, bodies[:400], key=lambda body: body.split(":")[0])
-    wait_for("a mid-stream", lambda: len(a.bodies) >= 50)
+    wait_until(lambda: len(a.bodies) >= 50, 60.0, what="a mid-stream")
     a.kill()
     produce(cluster, topic, bodies[400:], key=lambda body: body.split(":")[0])
-    wait_for("every message consumed", lambda: set(bodies) <= set(a.bodies) | set(b.bodies))
+    wait_until(
+        lambda: set(bodies) <= set(a.bodies) | set(b.bodies), 60.0, what="every message consumed"
+    )
     for member in (a, b):  # within a member, each key's sequence only rises
         last: dict[str, int] = {}
         for body in member.bodies:
@@ -135,10 +140,16 @@ def test_broadcasting_gives_everything_to_each_member_across_a_restart(
     }  # fmt: skip
     one = members(**params, instance_name="one")
     two = members(**params, instance_name="two")
-    wait_for("both members on every queue", lambda: len(one.owned) == len(two.owned) == 4)
+    wait_until(
+        lambda: len(one.owned) == len(two.owned) == 4, 60.0, what="both members on every queue"
+    )
     first = [f"a{i}" for i in range(200)]
     produce(cluster, topic, first)
-    wait_for("both got the first batch", lambda: set(first) <= set(one.bodies) & set(two.bodies))
+    wait_until(
+        lambda: set(first) <= set(one.bodies) & set(two.bodies),
+        60.0,
+        what="both got the first batch",
+    )
     two.stop()
     assert two.of("stopped")
     assert list((tmp_path / "offsets").glob("*two/push-broadcast/offsets.json"))
@@ -146,8 +157,12 @@ def test_broadcasting_gives_everything_to_each_member_across_a_restart(
     produce(cluster, topic, second)
     again = members(**params, instance_name="two")
     deadline = time.monotonic() + 60
-    wait_for("the restarted member got the second batch", lambda: set(second) <= set(again.bodies))
+    wait_until(
+        lambda: set(second) <= set(again.bodies),
+        60.0,
+        what="the restarted member got the second batch",
+    )
     assert time.monotonic() < deadline
-    wait_for("the other member too", lambda: set(second) <= set(one.bodies))
+    wait_until(lambda: set(second) <= set(one.bodies), 60.0, what="the other member too")
     assert not set(first) & set(again.bodies)  # it went on from its offset file
     assert sorted(one.bodies) == sorted(first + second)

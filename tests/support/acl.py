@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from connector import Admin
 from connector.local import LocalCluster
-from tests.broker.server.conftest import wait_until
+from tests.support.cluster import create_topic as cluster_create_topic
 
 ADMIN = ("adminKey1", "adminSecret1")
 PUB_ONLY = ("pubOnly1", "pubSecret1")
@@ -61,6 +60,5 @@ def start_acl_cluster(base: Path) -> tuple[LocalCluster, Path]:
 
 
 def create_topic(cluster: LocalCluster, topic: str) -> None:
-    with Admin(namesrv=cluster.namesrv_addr, access_key=ADMIN[0], secret_key=ADMIN[1]) as admin:
-        admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
-        wait_until(lambda: admin.topic_route(topic).queues, 15, what=f"{topic} routed")
+    """``topic`` (2 queues) created by the admin account, once routed."""
+    cluster_create_topic(cluster, topic, 2, credentials=ADMIN)

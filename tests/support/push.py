@@ -1,5 +1,5 @@
-"""Helpers of the push consumer tests: topics, producing, bounded waits, and members
-(push consumers in processes of their own, ``push_member.py``)."""
+"""Helpers of the push consumer tests: producing, and members (push consumers in
+processes of their own, ``push_member.py``, beside this module)."""
 
 from __future__ import annotations
 
@@ -7,28 +7,14 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from connector import Admin, Message, Producer
+from connector import Message, Producer
 from connector.local import LocalCluster
 
 MEMBER = Path(__file__).with_name("push_member.py")
-
-
-def create_topic(cluster: LocalCluster, topic: str, queues: int = 4) -> None:
-    """``queues`` on every broker, and wait until the NameServer routes to all of them
-    (a producer that saw fewer would send one key to two queues: no order to check)."""
-    with Admin(namesrv=cluster.namesrv_addr) as admin:
-        admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
-
-        def routed() -> bool:
-            route = admin.topic_route(topic)
-            return len({q.broker_name for q in route.queues}) == len(cluster.brokers)
-
-        wait_for(f"{topic} routed to every broker", routed, 30)
 
 
 def produce(
@@ -43,14 +29,6 @@ def produce(
                 producer.send(msg)
             else:
                 producer.send(msg, sharding_key=key(body))
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
-        time.sleep(0.05)
 
 
 class Member:

@@ -1,8 +1,4 @@
-"""Helpers shared by the NameServer tests (a fake ms clock, request builders).
-
-Not a conftest.py: the broker tests own a `conftest` module that their tests import by
-name, and a second one would shadow it depending on collection order.
-"""
+"""Request builders of the NameServer tests (the ms clock is ``clocks.FakeMsClock``)."""
 
 from __future__ import annotations
 
@@ -14,22 +10,9 @@ from connector.protocol.route import (
     TopicQueueConfig,
     UnregisterBrokerRequest,
 )
+from tests.support.clocks import START_MS
 
 CLUSTER = "DefaultCluster"
-START_MS = 1_700_000_000_000
-
-
-class FakeClock:
-    """An injectable clock in ms that only moves when told."""
-
-    def __init__(self, now_ms: float = START_MS) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> float:
-        return self.now_ms
-
-    def advance(self, ms: float) -> None:
-        self.now_ms += ms
 
 
 def queues(n: int = 4, *, write: int | None = None, perm: int = 6) -> TopicQueueConfig:
