@@ -71,7 +71,7 @@ unit: $(VENV)/.installed-test $(JAR) | java
 # the unit tests alone (mark `unit`, tests/conftest.py says which tests are): in-process, no
 # server processes, no Java; under a minute
 test-fast: $(VENV)/.installed-test
-	$(PY) -m pytest -m unit -q
+	$(PY) -m pytest -m unit -q -n auto
 
 test: lint typecheck unit
 
