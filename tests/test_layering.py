@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from connector.local import ServerProcess
 
 SERVER_MODULES = (
@@ -56,24 +58,41 @@ def _imported(log: Path) -> set[str]:
     return names
 
 
-def test_servers_started_through_the_cli_do_not_load_the_client(tmp_path: Path) -> None:
-    """``pymq namesrv`` / ``pymq broker`` as ``pymq local`` runs them (``python -m
-    connector.cli``): what the process imported up to its ready line and a stop."""
+class _ConsoleScript(ServerProcess):
+    """A server started as ``pymq namesrv`` / ``pymq broker``: the installed console
+    script (or ``python -m connector.cli``, as ``pymq local`` runs them)."""
+
+    script: Path | None = None
+
+    @property
+    def command(self) -> list[str]:
+        if self.script is None:
+            return super().command
+        return [str(self.script), self.role, *self.args]
+
+
+@pytest.mark.parametrize("entry", ["console-script", "python-m"])
+def test_servers_started_through_the_cli_do_not_load_the_client(tmp_path: Path, entry: str) -> None:
+    """What each server process imported up to its ready line and a stop."""
+    script = Path(sys.executable).parent / "pymq"
+    if entry == "console-script":
+        assert script.exists(), f"no console script next to {sys.executable}"
     env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
-    namesrv = ServerProcess(
-        "namesrv", ["--port", "0", "--http-port", "0", "--data", str(tmp_path / "ns")],
-        log_path=tmp_path / "namesrv.log", env=env,
-    ).start()  # fmt: skip
+
+    def server(role: str, args: list[str]) -> ServerProcess:
+        proc = _ConsoleScript(role, args, log_path=tmp_path / f"{role}.log", env=env)
+        proc.script = script if entry == "console-script" else None
+        return proc.start()
+
+    namesrv = server("namesrv", ["--port", "0", "--http-port", "0", "--data", str(tmp_path / "ns")])
     try:
-        broker = ServerProcess(
+        broker = server(
             "broker",
             [
                 *("--port", "0", "--http-port", "0", "--store", str(tmp_path / "store")),
                 *("--namesrv", namesrv.addr),
             ],
-            log_path=tmp_path / "broker.log",
-            env=env,
-        ).start()
+        )
         broker.terminate()
     finally:
         namesrv.terminate()
