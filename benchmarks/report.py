@@ -43,7 +43,8 @@ from connector.protocol.msgid import UniqKeyGenerator  # noqa: E402
 from connector.protocol.record import record_size  # noqa: E402
 
 STEPS = (
-    "limits", "store", "server", "client", "spark", "peers", "push", "ha", "tx", "security",
+    "start", "limits", "store", "server", "client", "spark", "peers", "push", "ha", "tx",
+    "security",
 )  # fmt: skip
 NOISY = 1.3  # max / min above this is called noisy
 PEER_NAMES = {"pymq": "pymq", "redis": "Redis Streams", "nats": "NATS JetStream"}
@@ -384,6 +385,7 @@ def targets(data: dict[str, Any]) -> list[Target]:
     out += tx_targets(data.get("tx", {}))
     out += security_targets(data.get("security", {}))
     out += push_targets(data.get("push", {}))
+    out += start_targets(data.get("start", {}))
     return out
 
 
@@ -487,6 +489,15 @@ def push_targets(push: dict[str, Any]) -> list[Target]:
                    "met" if t["met"] else "**missed**")
         )  # fmt: skip
     return out
+
+
+def start_targets(start: dict[str, Any]) -> list[Target]:
+    """Starting after ``pip install`` (goals in ``first_start``), as it judged them."""
+    return [
+        Target(f"start_{i}", f"START: {t['what']} {t['goal']}", t["value"], "", "",
+               "met" if t["met"] else "**missed**")
+        for i, t in enumerate(start.get("targets", []))
+    ]  # fmt: skip
 
 
 def push_lines(push: dict[str, Any]) -> list[str]:

@@ -52,6 +52,7 @@ import report  # noqa: E402
 
 # (step, script, arguments of a full run)
 STEPS: list[tuple[str, str, list[str]]] = [
+    ("start", "first_start.py", ["--later", "3"]),
     ("limits", "limits.py", ["--runs", "3"]),
     ("store", "store_bench.py", ["--runs", "5"]),
     ("server", "server_bench.py", ["--runs", "3"]),
