@@ -29,7 +29,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
@@ -91,7 +91,6 @@ class _Settings:
 
     poll_name_server_interval_ms: int = DEFAULT_POLL_NAME_SERVER_INTERVAL_MS
     heartbeat_broker_interval_ms: int = DEFAULT_HEARTBEAT_BROKER_INTERVAL_MS
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class _Registry:
@@ -298,9 +297,6 @@ class ClientInstance:
             except PyMQError as exc:
                 log.warning("refreshing the route of %s failed: %s", topic, exc)
 
-    def routes(self) -> list[TopicRouteData]:
-        return list(self._routes.values())
-
     def broker_addr(self, broker_name: str) -> str | None:
         """A broker name's master address, from any route known."""
         for route in list(self._routes.values()):
@@ -357,10 +353,6 @@ class ClientInstance:
             log.debug("heartbeat to %s failed: %s", addr, exc)
             return False
         return True
-
-    def heartbeat_soon(self) -> None:
-        """Ask the instance's thread to heartbeat every broker now."""
-        self._beat_now.set()
 
     # -- the brokers' calls ------------------------------------------------------------
 

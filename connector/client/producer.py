@@ -201,7 +201,7 @@ class Producer:
         self.namesrv_addrs = self.instance.namesrv_addrs
         self.client_id = self.instance.client_id
         self.sender = AsyncSender(
-            self.policy, lambda: self.requests, self.rpc, lambda: self._executor,
+            self.policy, self.requests, self.rpc, lambda: self._executor,
             send_msg_timeout_ms,
         )  # fmt: skip
 

@@ -38,13 +38,13 @@ class AsyncSender:
     def __init__(
         self,
         policy: SendPolicy,
-        requests: Callable[[], SendRequests],
+        requests: SendRequests,
         rpc: Rpc,
         executor: Callable[[], ThreadPoolExecutor | None],
         send_msg_timeout_ms: int,
     ) -> None:
         self.policy = policy
-        self._requests = requests  # the producer's, read at each attempt (a subclass's)
+        self.requests = requests
         self.rpc = rpc
         self._executor = executor
         self.send_msg_timeout_ms = send_msg_timeout_ms
@@ -96,7 +96,7 @@ class AsyncSender:
 
             try:
                 conn = self.rpc.client.connection(addr)
-                conn.invoke_async(self._requests().command(mq, st.encoded), answered, timeout_s)
+                conn.invoke_async(self.requests.command(mq, st.encoded), answered, timeout_s)
             except PyMQError as exc:
                 if self._failed(st, mq, ctx, t0, exc):
                     continue
@@ -118,7 +118,7 @@ class AsyncSender:
         result: SendResult | None = None
         if resp is not None:
             try:
-                result = self._requests().result(addr, mq, st.encoded, resp)
+                result = self.requests.result(addr, mq, st.encoded, resp)
             except PyMQError as exc:
                 err = exc
             except Exception as exc:  # noqa: BLE001 - a defect: the sender learns it

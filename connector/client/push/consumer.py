@@ -297,10 +297,6 @@ class PushConsumer:
 
     # -- routes, heartbeats ------------------------------------------------------------
 
-    def heartbeat_body(self) -> bytes:
-        """The client instance's heartbeat, with this consumer's data in it."""
-        return self.instance.heartbeat_body()
-
     def consumer_data(self) -> dict[str, Any] | None:
         """This consumer's entry of the instance's heartbeats: None before ``start`` and
         once shutting down (a member that consumes nothing must not count in the
