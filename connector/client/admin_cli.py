@@ -385,7 +385,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     p.add_argument("group")
     p.add_argument("--count", type=_positive, metavar="N", help="at most N messages")
 
-    consumer = group_parser("consumer", "list, connections, running-info, progress, reset")
+    consumer = group_parser("consumer", "list, connections, running-info, consume, progress, reset")
     cs = consumer.add_subparsers(dest="action", metavar="ACTION", required=True)
     command(cs, "list", _consumer_list, "consumer groups: online or not, clients, topics, lag")
     command(
