@@ -30,8 +30,7 @@ import hmac
 import itertools
 import secrets
 import time
-from binascii import b2a_base64
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -128,9 +127,11 @@ def _values(ext: Mapping[str, str]) -> bytes:
 class RemotingSigner:
     """One account's remoting signatures, its HMAC key prepared once: HMAC-SHA1 done with
     the inner and outer hash states keyed ahead (RFC 2104), so a request costs two copies
-    of a hash state and the hashing of its content, the body not copied."""
+    of a hash state and the hashing of its content, the body not copied. The steps run
+    in one C call (``connector.protocol._sign``, or its plain-Python twin where it was
+    not built): on every signed request, at both edges."""
 
-    __slots__ = ("_inner", "_outer")
+    __slots__ = ("_inner", "_outer", "_sign")
 
     def __init__(self, secret_key: str) -> None:
         key = secret_key.encode()
@@ -139,15 +140,25 @@ class RemotingSigner:
         key = key.ljust(_SHA1_BLOCK, b"\0")
         self._inner = hashlib.sha1(bytes(b ^ 0x36 for b in key))
         self._outer = hashlib.sha1(bytes(b ^ 0x5C for b in key))
+        self._sign = _kernel()
 
-    def signature(self, ext: Mapping[str, str], body: bytes | memoryview) -> str:
-        inner = self._inner.copy()
-        inner.update(_values(ext))
-        if len(body):
-            inner.update(body)
-        outer = self._outer.copy()
-        outer.update(inner.digest())
-        return b2a_base64(outer.digest(), newline=False).decode()
+    def signature(self, ext: dict[str, str], body: bytes | memoryview) -> str:
+        return self._sign(ext, body, self._inner, self._outer)
+
+
+_Sign = Callable[[dict[str, str], bytes | memoryview, Any, Any], str]
+_SIGN: list[_Sign] = []
+
+
+def _kernel() -> _Sign:
+    """The compiled signature, else its twin (loaded on first use: importing pymq loads
+    no kernels)."""
+    if not _SIGN:
+        from connector.protocol.native import load  # noqa: PLC0415
+
+        module = load("connector.protocol._sign", "connector.protocol._sign_py", configure=False)
+        _SIGN.append(module.remoting_signature)
+    return _SIGN[0]
 
 
 class SignSequence:
