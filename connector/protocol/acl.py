@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
+from types import ModuleType
 from typing import Any
 
 import orjson
@@ -129,9 +130,11 @@ class RemotingSigner:
     the inner and outer hash states keyed ahead (RFC 2104), so a request costs two copies
     of a hash state and the hashing of its content, the body not copied. The steps run
     in one C call (``connector.protocol._sign``, or its plain-Python twin where it was
-    not built): on every signed request, at both edges."""
+    not built), on every signed request at both edges; the keyed states are kept both
+    as hashlib objects and as raw SHA-1 states (``_sign`` hashes a small request
+    itself, a large body through hashlib)."""
 
-    __slots__ = ("_inner", "_outer", "_sign")
+    __slots__ = ("_inner", "_outer", "_sign", "_states")
 
     def __init__(self, secret_key: str) -> None:
         key = secret_key.encode()
@@ -140,25 +143,27 @@ class RemotingSigner:
         key = key.ljust(_SHA1_BLOCK, b"\0")
         self._inner = hashlib.sha1(bytes(b ^ 0x36 for b in key))
         self._outer = hashlib.sha1(bytes(b ^ 0x5C for b in key))
-        self._sign = _kernel()
+        kernel = _kernel()
+        self._sign = kernel.remoting_signature
+        self._states: bytes = kernel.keyed_states(key)
 
     def signature(self, ext: dict[str, str], body: bytes | memoryview) -> str:
-        return self._sign(ext, body, self._inner, self._outer)
+        sign: Callable[..., str] = self._sign
+        return sign(ext, body, self._inner, self._outer, self._states)
 
 
-_Sign = Callable[[dict[str, str], bytes | memoryview, Any, Any], str]
-_SIGN: list[_Sign] = []
+_KERNEL: list[ModuleType] = []
 
 
-def _kernel() -> _Sign:
+def _kernel() -> ModuleType:
     """The compiled signature, else its twin (loaded on first use: importing pymq loads
     no kernels)."""
-    if not _SIGN:
+    if not _KERNEL:
         from connector.protocol.native import load  # noqa: PLC0415
 
-        module = load("connector.protocol._sign", "connector.protocol._sign_py", configure=False)
-        _SIGN.append(module.remoting_signature)
-    return _SIGN[0]
+        _KERNEL.append(load("connector.protocol._sign", "connector.protocol._sign_py",
+                            configure=False))  # fmt: skip
+    return _KERNEL[0]
 
 
 class SignSequence:

@@ -28,6 +28,7 @@ SECRETS = ["SK123456", "ü-secret", "k" * 64, "x" * 65]  # a key longer than a b
 def test_the_signature_is_compiled() -> None:
     assert _sign_c is not None  # `pip install -e .` built connector/protocol/_sign.c here
     assert RemotingSigner("s")._sign is _sign_c.remoting_signature
+    assert _sign_c.SHANI in (0, 1)
 
 
 def _rocketmq(secret: str, ext: dict[str, str], body: bytes) -> str:
@@ -40,7 +41,9 @@ def _rocketmq(secret: str, ext: dict[str, str], body: bytes) -> str:
 
 def _sign(twin: ModuleType, secret: str, ext: Any, body: Any) -> str:
     signer = RemotingSigner(secret)
-    return twin.remoting_signature(ext, body, signer._inner, signer._outer)  # type: ignore[no-any-return]
+    return twin.remoting_signature(  # type: ignore[no-any-return]
+        ext, body, signer._inner, signer._outer, signer._states
+    )
 
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
@@ -66,6 +69,11 @@ def test_twins_on_the_unsigned_keys_large_values_and_bodies() -> None:
         ({"Signature": "s", "_UNIQUE_KEY_QUERY": "true"}, b""),
         ({"Signature": "s", "x": "1"}, b"body"),
         ({"AccessKey": "AK", "b": "T", "a": "PG", "ü": "é€"}, b"\0" * 200_000),
+        ({"a": "b"}, b"y" * 16383),  # the last body hashed in C (SMALL_BODY), then hashlib
+        ({"a": "b"}, b"y" * 16384),
+        ({"a": "x" * 55}, b""),  # the padding's edges: 55, 56 and 64 bytes of content
+        ({"a": "x" * 56}, b""),
+        ({"a": "x" * 63}, b"z"),
         (big, b"z"),
     ]
     for ext, body in cases:
@@ -76,16 +84,46 @@ def test_twins_on_the_unsigned_keys_large_values_and_bodies() -> None:
     assert signed_content(ext, b"hello") == b"AK1234563Thello"
 
 
+@settings(max_examples=100, deadline=None)
+@given(state=st.binary(min_size=20, max_size=20), blocks=st.integers(0, 4), seed=st.binary())
+def test_sha1_compression_with_and_without_the_sha_instructions(
+    state: bytes, blocks: int, seed: bytes
+) -> None:
+    data = hashlib.sha512(seed).digest() * blocks  # 64 bytes a block
+    expected = _sign_py.compress(state, data, False)
+    assert _sign_c is not None
+    assert _sign_c.compress(state, data, False) == expected
+    if _sign_c.SHANI:
+        assert _sign_c.compress(state, data, True) == expected
+
+
+def test_keyed_states_are_the_hmac_key_blocks_hashed() -> None:
+    iv = bytes.fromhex("67452301EFCDAB8998BADCFE10325476C3D2E1F0")
+    # SHA-1 of one block by hand: the compression, then the padding block
+    pad = b"\x80" + b"\0" * 55 + (512).to_bytes(8, "big")
+    key = b"SK123456".ljust(64, b"\0")
+    for twin in TWINS:
+        states = twin.keyed_states(key)
+        inner = _sign_py.compress(states[:20], pad, False)
+        assert inner == hashlib.sha1(bytes(b ^ 0x36 for b in key)).digest()
+        assert _sign_py.compress(iv, bytes(b ^ 0x5C for b in key), False) == states[20:]
+        with pytest.raises(TypeError):
+            twin.keyed_states(b"short")
+
+
 @pytest.mark.parametrize("twin", TWINS, ids=["python", "c"])
 def test_twins_refuse_what_is_not_a_header(twin: ModuleType) -> None:
     signer = RemotingSigner("SK123456")
-    inner, outer = signer._inner, signer._outer
+    keyed = (signer._inner, signer._outer, signer._states)
     for bad_ext in ({"a": 1}, {"a": None}, {1: "x", "a": "y"}, [("a", "b")]):
         with pytest.raises(TypeError):
-            twin.remoting_signature(bad_ext, b"", inner, outer)
+            twin.remoting_signature(bad_ext, b"", *keyed)
     with pytest.raises(TypeError):
-        twin.remoting_signature({"a": "b"}, 5, inner, outer)  # a body without a length
+        twin.remoting_signature({"a": "b"}, 5, *keyed)  # a body without a length
+    with pytest.raises(TypeError):
+        twin.remoting_signature({"a": "b"}, b"", signer._inner, signer._outer, b"short")
     with pytest.raises(TypeError):  # not SHA-1: the digest has the wrong size
-        twin.remoting_signature({"a": "b"}, b"", hashlib.sha256(), hashlib.sha256())
+        twin.remoting_signature({"a": "b"}, b"x" * 20_000, hashlib.sha256(), hashlib.sha256(),
+                                signer._states)  # fmt: skip
     with pytest.raises(UnicodeEncodeError):
-        twin.remoting_signature({"a": "\ud800"}, b"", inner, outer)
+        twin.remoting_signature({"a": "\ud800"}, b"", *keyed)
