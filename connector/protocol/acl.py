@@ -79,7 +79,7 @@ REST_SIGNATURE = "X-Pymq-Signature"
 REST_WINDOW_MS = 300_000  # a signed REST request is good for 5 minutes either side
 
 
-_SIGNERS: dict[Credentials, RemotingSigner] = {}
+_SIGNERS: dict[tuple[str, str], RemotingSigner] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +95,12 @@ class Credentials:
 
     @property
     def signer(self) -> RemotingSigner:
-        signer: RemotingSigner | None = _SIGNERS.get(self)
+        # keyed by a plain tuple: the dataclass's own __hash__ is a Python call, on
+        # every signed request
+        key = (self.access_key, self.secret_key)
+        signer: RemotingSigner | None = _SIGNERS.get(key)
         if signer is None:
-            signer = _SIGNERS[self] = RemotingSigner(self.secret_key)
+            signer = _SIGNERS[key] = RemotingSigner(self.secret_key)
         return signer
 
     @classmethod
