@@ -22,6 +22,7 @@ COMMON = ["connector/protocol/_kernels_common.h"]
 setup(
     ext_modules=[
         Extension("connector.protocol._gctrack", ["connector/protocol/_gctrack.c"], optional=True),
+        Extension("connector.protocol._sign", ["connector/protocol/_sign.c"], optional=True),
         Extension(
             "connector.protocol._kernels",
             ["connector/protocol/_kernels.c"],

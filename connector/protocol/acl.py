@@ -30,10 +30,10 @@ import hmac
 import itertools
 import secrets
 import time
-from binascii import b2a_base64
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
+from types import ModuleType
 from typing import Any
 
 import orjson
@@ -79,7 +79,7 @@ REST_SIGNATURE = "X-Pymq-Signature"
 REST_WINDOW_MS = 300_000  # a signed REST request is good for 5 minutes either side
 
 
-_SIGNERS: dict[Credentials, RemotingSigner] = {}
+_SIGNERS: dict[tuple[str, str], RemotingSigner] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +95,12 @@ class Credentials:
 
     @property
     def signer(self) -> RemotingSigner:
-        signer: RemotingSigner | None = _SIGNERS.get(self)
+        # keyed by a plain tuple: the dataclass's own __hash__ is a Python call, on
+        # every signed request
+        key = (self.access_key, self.secret_key)
+        signer: RemotingSigner | None = _SIGNERS.get(key)
         if signer is None:
-            signer = _SIGNERS[self] = RemotingSigner(self.secret_key)
+            signer = _SIGNERS[key] = RemotingSigner(self.secret_key)
         return signer
 
     @classmethod
@@ -128,9 +131,13 @@ def _values(ext: Mapping[str, str]) -> bytes:
 class RemotingSigner:
     """One account's remoting signatures, its HMAC key prepared once: HMAC-SHA1 done with
     the inner and outer hash states keyed ahead (RFC 2104), so a request costs two copies
-    of a hash state and the hashing of its content, the body not copied."""
+    of a hash state and the hashing of its content, the body not copied. The steps run
+    in one C call (``connector.protocol._sign``, or its plain-Python twin where it was
+    not built), on every signed request at both edges; the keyed states are kept both
+    as hashlib objects and as raw SHA-1 states (``_sign`` hashes a small request
+    itself, a large body through hashlib)."""
 
-    __slots__ = ("_inner", "_outer")
+    __slots__ = ("_inner", "_outer", "_sign", "_states")
 
     def __init__(self, secret_key: str) -> None:
         key = secret_key.encode()
@@ -139,15 +146,27 @@ class RemotingSigner:
         key = key.ljust(_SHA1_BLOCK, b"\0")
         self._inner = hashlib.sha1(bytes(b ^ 0x36 for b in key))
         self._outer = hashlib.sha1(bytes(b ^ 0x5C for b in key))
+        kernel = _kernel()
+        self._sign = kernel.remoting_signature
+        self._states: bytes = kernel.keyed_states(key)
 
-    def signature(self, ext: Mapping[str, str], body: bytes | memoryview) -> str:
-        inner = self._inner.copy()
-        inner.update(_values(ext))
-        if len(body):
-            inner.update(body)
-        outer = self._outer.copy()
-        outer.update(inner.digest())
-        return b2a_base64(outer.digest(), newline=False).decode()
+    def signature(self, ext: dict[str, str], body: bytes | memoryview) -> str:
+        sign: Callable[..., str] = self._sign
+        return sign(ext, body, self._inner, self._outer, self._states)
+
+
+_KERNEL: list[ModuleType] = []
+
+
+def _kernel() -> ModuleType:
+    """The compiled signature, else its twin (loaded on first use: importing pymq loads
+    no kernels)."""
+    if not _KERNEL:
+        from connector.protocol.native import load  # noqa: PLC0415
+
+        _KERNEL.append(load("connector.protocol._sign", "connector.protocol._sign_py",
+                            configure=False))  # fmt: skip
+    return _KERNEL[0]
 
 
 class SignSequence:

@@ -72,14 +72,16 @@ _ADDRESS = _FOUND[1] if _FOUND else 0
 LONG_CRC_BYTES = 64 if LONG_CRC == "zlib-ng" else 768
 
 
-def load(compiled: str, plain: str) -> ModuleType:
-    """The module ``compiled`` (configured), else ``plain`` (see the module's text)."""
+def load(compiled: str, plain: str, *, configure: bool = True) -> ModuleType:
+    """The module ``compiled`` (configured, unless ``configure`` is False: a module without
+    CRCs), else ``plain`` (see the module's text)."""
     if os.environ.get(KERNELS_ENV, "").lower() != "python":
         try:
             module: Any = importlib.import_module(compiled)
         except ImportError:
             log.warning("%s was not built (no C compiler?): plain-Python kernels, slower", compiled)
         else:
-            module.configure(_ADDRESS, LONG_CRC_BYTES)
+            if configure:
+                module.configure(_ADDRESS, LONG_CRC_BYTES)
             return module  # type: ignore[no-any-return]
     return importlib.import_module(plain)

@@ -90,6 +90,14 @@ class Needs:
 
     admin: bool = False
     resources: tuple[tuple[Resource, int], ...] = ()
+    # hashed once: a check looks its decision up by (access key, needs) on every request
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.admin, self.resources)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @staticmethod
     def of(*pairs: tuple[str, str | None, int], admin: bool = False) -> Needs:

@@ -1,0 +1,86 @@
+"""The plain-Python twin of ``connector.protocol._sign`` (see its text): RocketMQ ACL 1.0's
+remoting signature, used where the C module was not built, with ``PYMQ_KERNELS=python``,
+and by the tests as the reference for the C one. It hashes through the hashlib objects
+always (``states`` is checked, not used); ``keyed_states`` and ``compress`` are SHA-1's
+compression in Python (FIPS 180-4), run once per account."""
+
+from __future__ import annotations
+
+import struct
+from binascii import b2a_base64
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["SHANI", "compress", "keyed_states", "remoting_signature"]
+
+SHANI = 0  # no SHA instructions here
+_UNSIGNED = ("Signature", "_UNIQUE_KEY_QUERY")
+_IV = bytes.fromhex("67452301EFCDAB8998BADCFE10325476C3D2E1F0")
+_MASK = 0xFFFFFFFF
+
+
+def remoting_signature(
+    ext: Mapping[str, str], body: bytes | memoryview, inner: Any, outer: Any, states: bytes
+) -> str:
+    """The Base64 of HMAC-SHA1 over ``ext``'s values in key order (but the two unsigned
+    keys), then ``body``; ``inner`` / ``outer``: SHA-1 objects keyed ahead (copied)."""
+    if not isinstance(ext, dict):
+        raise TypeError("ext must be a dict")
+    if not isinstance(states, bytes) or len(states) != 40:
+        raise TypeError("states must be keyed_states' 40 bytes")
+    values = []
+    for key in sorted(ext):
+        if not isinstance(key, str):
+            raise TypeError("ext keys must be str")
+        if key in _UNSIGNED:
+            continue
+        value = ext[key]
+        if not isinstance(value, str):
+            raise TypeError(f"ext value of {key!r} must be str")
+        values.append(value)
+    h = inner.copy()
+    h.update("".join(values).encode())
+    if len(body):
+        h.update(body)
+    o = outer.copy()
+    o.update(h.digest())
+    digest = o.digest()
+    if len(digest) != 20:
+        raise TypeError("inner and outer must be SHA-1 hash objects")
+    return b2a_base64(digest, newline=False).decode()
+
+
+def keyed_states(key_block: bytes) -> bytes:
+    """SHA-1's states after the 64-byte key block XOR ipad, then XOR opad (RFC 2104)."""
+    if not isinstance(key_block, bytes) or len(key_block) != 64:
+        raise TypeError("keyed_states(key_block): 64 bytes")
+    return b"".join(compress(_IV, bytes(b ^ pad for b in key_block), False) for pad in (0x36, 0x5C))
+
+
+def _rol(x: int, n: int) -> int:
+    return ((x << n) | (x >> (32 - n))) & _MASK
+
+
+def compress(state: bytes, blocks: bytes, shani: bool) -> bytes:
+    """SHA-1's compression of whole 64-byte blocks from a 20-byte state (``shani``: the
+    C module's choice of instructions; the same result here)."""
+    if not isinstance(state, bytes) or len(state) != 20 or len(blocks) % 64:
+        raise TypeError("compress(state: 20 bytes, blocks: 64*n bytes, shani)")
+    h = list(struct.unpack(">5I", state))
+    for start in range(0, len(blocks), 64):
+        w = list(struct.unpack_from(">16I", blocks, start))
+        for t in range(16, 80):
+            w.append(_rol(w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16], 1))
+        a, b, c, d, e = h
+        for t in range(80):
+            if t < 20:
+                f, k = (b & c) | (~b & d), 0x5A827999
+            elif t < 40:
+                f, k = b ^ c ^ d, 0x6ED9EBA1
+            elif t < 60:
+                f, k = (b & c) | (b & d) | (c & d), 0x8F1BBCDC
+            else:
+                f, k = b ^ c ^ d, 0xCA62C1D6
+            a, b, c, d, e = (_rol(a, 5) + f + e + k + w[t]) & _MASK, a, _rol(b, 30), c, d
+        h = [(x + y) & _MASK for x, y in zip(h, (a, b, c, d, e), strict=True)]
+    return struct.pack(">5I", *h)

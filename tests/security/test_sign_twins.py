@@ -1,0 +1,129 @@
+"""The compiled remoting signature (``connector.protocol._sign``) and its plain-Python twin
+give RocketMQ's signature on the same inputs, and refuse the same bad ones."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from connector.protocol import _sign_py
+from connector.protocol.acl import Credentials, RemotingSigner, sign_remoting, signed_content
+
+try:
+    from connector.protocol import _sign as _sign_c
+except ImportError:  # pragma: no cover - built by `pip install -e .` here
+    _sign_c = None
+
+TWINS = [_sign_py, _sign_c]
+SECRETS = ["SK123456", "ü-secret", "k" * 64, "x" * 65]  # a key longer than a block is hashed
+
+
+def test_the_signature_is_compiled() -> None:
+    assert _sign_c is not None  # `pip install -e .` built connector/protocol/_sign.c here
+    assert RemotingSigner("s")._sign is _sign_c.remoting_signature
+    assert _sign_c.SHANI in (0, 1)
+
+
+def _rocketmq(secret: str, ext: dict[str, str], body: bytes) -> str:
+    """RocketMQ's AclUtils, by hand: values by sorted key, Signature and
+    _UNIQUE_KEY_QUERY left out, then the body."""
+    content = "".join(ext[k] for k in sorted(ext) if k not in ("Signature", "_UNIQUE_KEY_QUERY"))
+    digest = hmac.new(secret.encode(), content.encode() + body, hashlib.sha1).digest()
+    return base64.b64encode(digest).decode()
+
+
+def _sign(twin: ModuleType, secret: str, ext: Any, body: Any) -> str:
+    signer = RemotingSigner(secret)
+    return twin.remoting_signature(  # type: ignore[no-any-return]
+        ext, body, signer._inner, signer._outer, signer._states
+    )
+
+
+texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ext=st.dictionaries(texts, texts, max_size=20),
+    body=st.binary(max_size=3000),
+    secret=st.sampled_from(SECRETS),
+)
+def test_twins_sign_as_rocketmq_does(ext: dict[str, str], body: bytes, secret: str) -> None:
+    expected = _rocketmq(secret, ext, body)
+    for twin in TWINS:
+        assert _sign(twin, secret, ext, body) == expected
+        assert _sign(twin, secret, ext, memoryview(body)) == expected
+
+
+def test_twins_on_the_unsigned_keys_large_values_and_bodies() -> None:
+    big = {f"k{i:03d}": "v" * 300 for i in range(40)}  # past the C stack buffer
+    cases: list[tuple[dict[str, str], bytes]] = [
+        ({}, b""),
+        ({"Signature": "s", "_UNIQUE_KEY_QUERY": "true"}, b""),
+        ({"Signature": "s", "x": "1"}, b"body"),
+        ({"AccessKey": "AK", "b": "T", "a": "PG", "ü": "é€"}, b"\0" * 200_000),
+        ({"a": "b"}, b"y" * 16383),  # the last body hashed in C (SMALL_BODY), then hashlib
+        ({"a": "b"}, b"y" * 16384),
+        ({"a": "x" * 55}, b""),  # the padding's edges: 55, 56 and 64 bytes of content
+        ({"a": "x" * 56}, b""),
+        ({"a": "x" * 63}, b"z"),
+        (big, b"z"),
+    ]
+    for ext, body in cases:
+        for twin in TWINS:
+            assert _sign(twin, "SK123456", ext, body) == _rocketmq("SK123456", ext, body)
+    ext = {"topic": "T", "queueId": "3"}
+    sign_remoting(ext, b"hello", Credentials("AK123456", "SK123456"))
+    assert signed_content(ext, b"hello") == b"AK1234563Thello"
+
+
+@settings(max_examples=100, deadline=None)
+@given(state=st.binary(min_size=20, max_size=20), blocks=st.integers(0, 4), seed=st.binary())
+def test_sha1_compression_with_and_without_the_sha_instructions(
+    state: bytes, blocks: int, seed: bytes
+) -> None:
+    data = hashlib.sha512(seed).digest() * blocks  # 64 bytes a block
+    expected = _sign_py.compress(state, data, False)
+    assert _sign_c is not None
+    assert _sign_c.compress(state, data, False) == expected
+    if _sign_c.SHANI:
+        assert _sign_c.compress(state, data, True) == expected
+
+
+def test_keyed_states_are_the_hmac_key_blocks_hashed() -> None:
+    iv = bytes.fromhex("67452301EFCDAB8998BADCFE10325476C3D2E1F0")
+    # SHA-1 of one block by hand: the compression, then the padding block
+    pad = b"\x80" + b"\0" * 55 + (512).to_bytes(8, "big")
+    key = b"SK123456".ljust(64, b"\0")
+    for twin in TWINS:
+        states = twin.keyed_states(key)
+        inner = _sign_py.compress(states[:20], pad, False)
+        assert inner == hashlib.sha1(bytes(b ^ 0x36 for b in key)).digest()
+        assert _sign_py.compress(iv, bytes(b ^ 0x5C for b in key), False) == states[20:]
+        with pytest.raises(TypeError):
+            twin.keyed_states(b"short")
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=["python", "c"])
+def test_twins_refuse_what_is_not_a_header(twin: ModuleType) -> None:
+    signer = RemotingSigner("SK123456")
+    keyed = (signer._inner, signer._outer, signer._states)
+    for bad_ext in ({"a": 1}, {"a": None}, {1: "x", "a": "y"}, [("a", "b")]):
+        with pytest.raises(TypeError):
+            twin.remoting_signature(bad_ext, b"", *keyed)
+    with pytest.raises(TypeError):
+        twin.remoting_signature({"a": "b"}, 5, *keyed)  # a body without a length
+    with pytest.raises(TypeError):
+        twin.remoting_signature({"a": "b"}, b"", signer._inner, signer._outer, b"short")
+    with pytest.raises(TypeError):  # not SHA-1: the digest has the wrong size
+        twin.remoting_signature({"a": "b"}, b"x" * 20_000, hashlib.sha256(), hashlib.sha256(),
+                                signer._states)  # fmt: skip
+    with pytest.raises(UnicodeEncodeError):
+        twin.remoting_signature({"a": "\ud800"}, b"", *keyed)
