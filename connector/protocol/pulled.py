@@ -270,9 +270,10 @@ def queue_offsets(msgs: list[MessageExt]) -> list[int]:
     all of one answer in its order: read from its decoded column, not a message at
     a time (each message's first read of ``queue_offset`` goes through its ``_Lazy``
     and gives it a ``__dict__``: ~0.4 us). Other lists: read a message at a time."""
-    if msgs and type(msgs[0]) is PulledMessage:
-        answer = msgs[0]._answer
-        if len(msgs) == len(answer) and all(m._answer is answer for m in msgs):
+    first = msgs[0] if msgs else None
+    if type(first) is PulledMessage:
+        answer = first._answer
+        if len(msgs) == len(answer) and all(getattr(m, "_answer", None) is answer for m in msgs):
             return answer.column("queue_offset")
     return [m.queue_offset for m in msgs]
 
