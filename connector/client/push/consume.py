@@ -65,8 +65,9 @@ class ConsumeService:
         pq: ProcessQueue,
         msgs: list[MessageExt],
         offsets: Sequence[int] | None = None,
-    ) -> None:
+    ) -> bool:
         """Messages just put into ``pq`` (``offsets``: their queue offsets): to the listener.
+        Whether a consume thread was woken for them.
 
         Concurrent: the answer is cut into tasks of whole batches, each a contiguous
         run of about ``TASK_S`` of listener time (by the average batch so far), no
@@ -75,8 +76,7 @@ class ConsumeService:
         thread; a slow one still runs side by side on every idle thread."""
         try:
             if self.settings.orderly:
-                self.pool.submit(self._orderly, mq, pq)
-                return
+                return self.pool.submit(self._orderly, mq, pq)
             if offsets is None:
                 offsets = [m.queue_offset for m in msgs]
             n = self.settings.consume_message_batch_max_size
@@ -84,12 +84,12 @@ class ConsumeService:
             work = int(batches * self._batch_s / TASK_S) + 1
             tasks = max(1, min(batches, self.pool.idle(), work))
             per_task = -(-batches // tasks) * n  # messages a task, whole batches
-            self.pool.submit_all(
+            return self.pool.submit_all(
                 partial(self._concurrently, mq, pq, msgs, offsets, lo, lo + per_task)
                 for lo in range(0, len(msgs), per_task)
             )
         except RuntimeError:  # the pool is shut down: the consumer is stopping
-            return
+            return False
 
     def _later(self, delay_s: float, fn: Callable[..., None], *args: object) -> None:
         def go() -> None:
