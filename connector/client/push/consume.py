@@ -1,8 +1,13 @@
 """How a push consumer calls its listener: concurrently or orderly (RocketMQ's
 ConsumeMessageConcurrentlyService / ConsumeMessageOrderlyService).
 
-Concurrent: a pull answer is cut into batches of
-``consume_message_batch_max_size``, each a task of the consume pool. A batch
+Concurrent: a pull answer is cut into a few tasks of the consume pool, each a
+contiguous run of it (one, for a fast listener), which calls the listener
+with batches of ``consume_message_batch_max_size`` one after the other and
+takes what it consumed out of the process queue (and moves the offset) once
+every ``FLUSH_S`` and at its end: with a no-op listener called per message,
+that bookkeeping done per batch (two locks, on a GIL shared with the
+connection's reader thread) had cost more than the calls. A batch
 answered ``RECONSUME_LATER`` (or whose listener raised) goes back to the
 broker, message by message, with CONSUMER_SEND_MSG_BACK: the broker stores it
 in ``%RETRY%group`` with delay level 3 + its reconsume count, or in
@@ -124,9 +129,12 @@ class ConsumeService:
             while i < hi:
                 if pq.dropped:
                     break
+                now = time.monotonic()
+                if now - flushed_at >= FLUSH_S and done < i:  # before the next call: a
+                    self._done(mq, pq, msgs, offsets, done, i)  # slow one holds nothing done
+                    done, flushed_at = i, now
                 j = min(i + n, hi)
                 batch = msgs[i:j]
-                now = time.monotonic()
                 if n == 1:
                     started[offsets[i]] = now
                 else:
@@ -144,9 +152,6 @@ class ConsumeService:
                     self._failed(mq, pq, batch, offsets[i:j])
                     done = j
                 i = j
-                if now - flushed_at >= FLUSH_S and done < i:
-                    self._done(mq, pq, msgs, offsets, done, i)
-                    done, flushed_at = i, now
             self._done(mq, pq, msgs, offsets, done, i)
             if i > lo:
                 per_batch = (time.monotonic() - t0) / -(-(i - lo) // n)

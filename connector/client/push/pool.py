@@ -3,8 +3,8 @@
 Python's ``ThreadPoolExecutor``).
 
 Why not ``ThreadPoolExecutor``: it makes a ``Future`` (a lock and a
-condition) and takes its queue's locks for every task, and a pull answer
-is cut into a task per batch; on a backlog with a no-op listener ``submit``
+condition) and takes its queue's locks for every task; on a backlog with a
+no-op listener, when a pull answer was cut into a task per batch, ``submit``
 was ~30 % of the consumer's time (py-spy, ``benchmarks/push_bench.py``).
 Here adding tasks is a ``deque.extend`` and a thread is woken only when one
 is idle; a busy thread takes the next task with a ``popleft``.
