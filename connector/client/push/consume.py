@@ -82,6 +82,8 @@ class ConsumeService:
         try:
             if self.settings.orderly:
                 return self.pool.submit(self._orderly, mq, pq)
+            if not msgs:
+                return False
             if offsets is None:
                 offsets = [m.queue_offset for m in msgs]
             n = self.settings.consume_message_batch_max_size
