@@ -13,7 +13,10 @@ every system fresh on 127.0.0.1 (pymq: ``LocalCluster`` of 1 NameServer and
    group of one member with a no-op listener, the clock from the consumer's
    start to the last message. pymq: ``PushConsumer`` with its defaults
    (``pull_batch_size`` 32, a listener call per message, 20 consume threads),
-   a topic of 8 queues, ``CONSUME_FROM_FIRST_OFFSET``; Redis: ``XREADGROUP
+   then with ``pull_batch_size=1000`` (the page Redis reads), then also with
+   ``consume_message_batch_max_size=1000`` (the listener gets the page, as
+   Redis's loop does; the no-op is still called per message), a topic of 8
+   queues, ``CONSUME_FROM_FIRST_OFFSET``; Redis: ``XREADGROUP
    COUNT 1000`` from a group created at 0, the no-op called per entry, one
    ``XACK`` of the page's ids; JetStream: a durable pull consumer with
    explicit acks, ``fetch(1000)``, the no-op and ``ack()`` per message
@@ -548,6 +551,11 @@ def run_pymq(base: Path, args: argparse.Namespace, run: int) -> dict[str, Any]:
         out["backlog_1000"] = pymq_backlog(
             ns, args.messages, "push-bench-backlog-1000", pull_batch_size=PAGE
         )
+        # ... and the listener gets the page too (RocketMQ's consumeMessageBatchMaxSize)
+        out["backlog_page"] = pymq_backlog(
+            ns, args.messages, "push-bench-backlog-page", pull_batch_size=PAGE,
+            consume_message_batch_max_size=PAGE,
+        )  # fmt: skip
         out["e2e"] = pymq_e2e(ns, E2EClock(args.e2e_rate, args.e2e_seconds))
         if args.rebalance:
             out["kill"] = pymq_kill(ns, run)
@@ -610,7 +618,7 @@ def figures(per_run: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
                 }
             else:
                 out.setdefault(key, {})[system] = summary(values)
-    for key in ("backlog", "backlog_1000"):
+    for key in ("backlog", "backlog_1000", "backlog_page"):
         out[f"{key}_x_redis"] = summary(
             [run["pymq"][key] / run["redis"]["backlog"] for run in per_run]
         )
@@ -625,6 +633,7 @@ def targets(figs: dict[str, Any]) -> list[dict[str, Any]]:
     for key, what in (
         ("backlog_1000", "pull_batch_size=1000 (the page Redis reads)"),
         ("backlog", "its defaults (pull_batch_size=32)"),
+        ("backlog_page", "pull_batch_size=1000 and consume_message_batch_max_size=1000"),
     ):
         x = figs[f"{key}_x_redis"]["median"]
         out.append({
@@ -670,14 +679,17 @@ def print_table(results: dict[str, Any]) -> None:
          "backlog_x_redis"),
         ("1 backlog, pymq pull_batch_size=1000", "backlog_1000", "", "msgs/s", ",.0f",
          "backlog_1000_x_redis"),
+        ("1 the same, consume_message_batch_max_size=1000", "backlog_page", "", "msgs/s",
+         ",.0f", "backlog_page_x_redis"),
         ("2 e2e at 5,000 msgs/s: p50", "e2e", "p50_ms", "ms", ".2f", ""),
         ("2 e2e at 5,000 msgs/s: p99", "e2e", "p99_ms", "ms", ".2f", "e2e_p99_x_redis"),
     ]  # fmt: skip
     for label, key, field, unit, fmt, ratio_key in rows:
         cells = []
         for s in SYSTEMS:
-            fig = figs.get(key, {}).get(s if key != "backlog_1000" else "pymq")
-            if key == "backlog_1000" and s != "pymq":
+            pymq_only = key in ("backlog_1000", "backlog_page")
+            fig = figs.get(key, {}).get(s if not pymq_only else "pymq")
+            if pymq_only and s != "pymq":
                 fig = figs["backlog"][s]  # the peers' row is the same figure
             cells.append(cell(fig[field] if fig is not None and field else fig, fmt))
         ratio = "-"

@@ -37,7 +37,7 @@ from connector.protocol.record import MAX_INFLATED_BYTES
 from connector.protocol.scan import check_bodies, headers, index_records, offset_ids
 from connector.protocol.untracked import pulled_messages, track
 
-__all__ = ["PulledMessage", "decode_records"]
+__all__ = ["PulledMessage", "decode_records", "queue_offsets"]
 
 # the record header through BODYLEN (see connector.protocol.record.HEADER), big-endian
 _HEADER = np.dtype(
@@ -263,6 +263,19 @@ def decode_records(data: bytes, *, check_crc: bool = True) -> list[MessageExt]:
     bodies = answer.body_list()
     with _no_collection():
         return pulled_messages(PulledMessage, answer, bodies)
+
+
+def queue_offsets(msgs: list[MessageExt]) -> list[int]:
+    """The queue offsets of ``msgs``, fresh from ``decode_records`` (none set since),
+    all of one answer in its order: read from its decoded column, not a message at
+    a time (each message's first read of ``queue_offset`` goes through its ``_Lazy``
+    and gives it a ``__dict__``: ~0.4 us). Other lists: read a message at a time."""
+    first = msgs[0] if msgs else None
+    if type(first) is PulledMessage:
+        answer = first._answer
+        if len(msgs) == len(answer) and all(getattr(m, "_answer", None) is answer for m in msgs):
+            return answer.column("queue_offset")
+    return [m.queue_offset for m in msgs]
 
 
 @contextlib.contextmanager

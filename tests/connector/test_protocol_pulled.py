@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from connector.errors import CorruptRecordError
 from connector.protocol import pulled
 from connector.protocol.message import MessageExt, SysFlag
-from connector.protocol.pulled import PulledMessage, decode_records
+from connector.protocol.pulled import PulledMessage, decode_records, queue_offsets
 from connector.protocol.record import decode_record
 from tests.support.records import record, sample
 
@@ -56,6 +56,17 @@ def test_fields_can_be_set_and_copied() -> None:
 
 def test_empty_answer() -> None:
     assert decode_records(b"") == []
+    assert queue_offsets([]) == []
+
+
+def test_queue_offsets_of_a_whole_answer_or_any_list() -> None:
+    data = sample()
+    want = [m.queue_offset for m in reference(data)]
+    assert queue_offsets(decode_records(data)) == want  # the answer's column
+    some = decode_records(data)[1::2]  # a filtered answer: read a message at a time
+    assert queue_offsets(some) == want[1::2]
+    mixed = decode_records(data)[:3] + reference(data)[3:]
+    assert queue_offsets(mixed) == want
 
 
 def test_body_crc_mismatch_is_corrupt() -> None:

@@ -1,8 +1,13 @@
 """How a push consumer calls its listener: concurrently or orderly (RocketMQ's
 ConsumeMessageConcurrentlyService / ConsumeMessageOrderlyService).
 
-Concurrent: a pull answer is cut into batches of
-``consume_message_batch_max_size``, each a task of the consume pool. A batch
+Concurrent: a pull answer is cut into a few tasks of the consume pool, each a
+contiguous run of it (one, for a fast listener), which calls the listener
+with batches of ``consume_message_batch_max_size`` one after the other and
+takes what it consumed out of the process queue (and moves the offset) once
+every ``FLUSH_S`` and at its end: with a no-op listener called per message,
+that bookkeeping done per batch (two locks, on a GIL shared with the
+connection's reader thread) had cost more than the calls. A batch
 answered ``RECONSUME_LATER`` (or whose listener raised) goes back to the
 broker, message by message, with CONSUMER_SEND_MSG_BACK: the broker stores it
 in ``%RETRY%group`` with delay level 3 + its reconsume count, or in
@@ -43,6 +48,7 @@ __all__ = ["ConsumeService"]
 log = logging.getLogger(__name__)
 RECONSUME_LOCALLY_DELAY_S = 5.0
 TASK_S = 0.001  # listener time a consume task is cut to hold, about
+FLUSH_S = 0.001  # a task takes what it consumed out of its queue at least this often
 EXPIRED_DELAY_LEVEL = 3  # a message over consume_timeout_minutes goes back with this
 EXPIRED_PER_ROUND = 16  # RocketMQ's cleanExpireMsg looks at 16 at most per queue a round
 DLQ_LEVEL = -1  # CONSUMER_SEND_MSG_BACK's delayLevel that sends straight to the DLQ
@@ -58,28 +64,39 @@ class ConsumeService:
         # thread without a lock; starts at TASK_S (a first slow batch is not serialised)
         self._batch_s = TASK_S
 
-    def submit(self, mq: MessageQueue, pq: ProcessQueue, msgs: Sequence[MessageExt]) -> None:
-        """Messages just put into ``pq``: to the listener.
+    def submit(
+        self,
+        mq: MessageQueue,
+        pq: ProcessQueue,
+        msgs: list[MessageExt],
+        offsets: Sequence[int] | None = None,
+    ) -> bool:
+        """Messages just put into ``pq`` (``offsets``: their queue offsets): to the listener.
+        Whether a consume thread was woken for them.
 
-        Concurrent: the batches are cut into tasks of about ``TASK_S`` of listener
-        time each (by the average batch so far), no more tasks than idle consume
-        threads, at least one. A fast listener gets one task an answer: no thread
-        woken per batch (10 woken for 10 messages put the last one's wake-ups and
-        GIL hand-overs in its latency); a slow one still runs side by side on every
-        idle thread; a backlog, every thread busy, costs a task an answer."""
+        Concurrent: the answer is cut into tasks of whole batches, each a contiguous
+        run of about ``TASK_S`` of listener time (by the average batch so far), no
+        more tasks than idle consume threads, at least one. A fast listener gets one
+        task an answer: one thread woken, no per-batch work on this (the reader's)
+        thread; a slow one still runs side by side on every idle thread."""
         try:
             if self.settings.orderly:
-                self.pool.submit(self._orderly, mq, pq)
-                return
+                return self.pool.submit(self._orderly, mq, pq)
+            if not msgs:
+                return False
+            if offsets is None:
+                offsets = [m.queue_offset for m in msgs]
             n = self.settings.consume_message_batch_max_size
-            batches = [list(msgs[i : i + n]) for i in range(0, len(msgs), n)]
-            work = int(len(batches) * self._batch_s / TASK_S) + 1
-            tasks = max(1, min(len(batches), self.pool.idle(), work))
-            self.pool.submit_all(
-                partial(self._concurrently, mq, pq, batches[i::tasks]) for i in range(tasks)
+            batches = -(-len(msgs) // n)
+            work = int(batches * self._batch_s / TASK_S) + 1
+            tasks = max(1, min(batches, self.pool.idle(), work))
+            per_task = -(-batches // tasks) * n  # messages a task, whole batches
+            return self.pool.submit_all(
+                partial(self._concurrently, mq, pq, msgs, offsets, lo, lo + per_task)
+                for lo in range(0, len(msgs), per_task)
             )
         except RuntimeError:  # the pool is shut down: the consumer is stopping
-            return
+            return False
 
     def _later(self, delay_s: float, fn: Callable[..., None], *args: object) -> None:
         def go() -> None:
@@ -91,45 +108,102 @@ class ConsumeService:
     # -- concurrently ------------------------------------------------------------------
 
     def _concurrently(
-        self, mq: MessageQueue, pq: ProcessQueue, batches: Sequence[list[MessageExt]]
+        self,
+        mq: MessageQueue,
+        pq: ProcessQueue,
+        msgs: list[MessageExt],
+        offsets: Sequence[int],
+        lo: int,
+        hi: int,
     ) -> None:
+        """``msgs[lo:hi]`` to the listener, batch after batch. What is done is taken
+        out of ``pq`` and its offset noted once every ``FLUSH_S`` and at the end (not
+        a lock and a table update a batch: with a listener call a message, that
+        bookkeeping cost more than the call); a failed batch at once."""
         pq.enter()  # before the dropped check: a queue given up waits for these batches
         try:
-            for batch in batches:
+            n = self.settings.consume_message_batch_max_size
+            listener, started = self.consumer.listener, pq.started
+            ctx = ConsumeContext(mq)
+            hi = min(hi, len(msgs))
+            t0 = flushed_at = time.monotonic()
+            done = i = lo
+            while i < hi:
                 if pq.dropped:
-                    return
-                self._consume_batch(mq, pq, batch)
+                    break
+                now = time.monotonic()
+                if now - flushed_at >= FLUSH_S and done < i:  # before the next call: a
+                    self._done(mq, pq, msgs, offsets, done, i)  # slow one holds nothing done
+                    done, flushed_at = i, now
+                j = min(i + n, hi)
+                batch = msgs[i:j]
+                if n == 1:
+                    started[offsets[i]] = now
+                else:
+                    started.update(dict.fromkeys(offsets[i:j], now))
+                try:
+                    status = listener(batch, ctx)
+                except Exception:
+                    log.exception("the listener raised on %d message(s) of %s", len(batch), mq)
+                    status = ConsumeStatus.RECONSUME_LATER
+                if (
+                    status is not ConsumeStatus.CONSUME_SUCCESS
+                    and _concurrent_status(status) is ConsumeStatus.RECONSUME_LATER
+                ):
+                    self._done(mq, pq, msgs, offsets, done, i)
+                    self._failed(mq, pq, batch, offsets[i:j])
+                    done = j
+                i = j
+            self._done(mq, pq, msgs, offsets, done, i)
+            if i > lo:
+                per_batch = (time.monotonic() - t0) / -(-(i - lo) // n)
+                self._batch_s += (per_batch - self._batch_s) * 0.1
         finally:
             pq.leave()
 
-    def _consume_batch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        now, started = time.monotonic(), pq.started
-        for m in msgs:
-            started[m.queue_offset] = now
-        try:
-            status = self.consumer.listener(msgs, ConsumeContext(mq))
-        except Exception:
-            log.exception("the listener raised on %d message(s) of %s", len(msgs), mq)
-            status = ConsumeStatus.RECONSUME_LATER
-        if status is not ConsumeStatus.CONSUME_SUCCESS:
-            status = _concurrent_status(status)
-        failed: list[MessageExt] = []
-        if status is ConsumeStatus.RECONSUME_LATER:
-            if self.settings.clustering:
-                failed = [m for m in msgs if not self.send_back(mq, m, 0)]
-            else:
-                log.warning("broadcasting: %d failed message(s) of %s dropped", len(msgs), mq)
-        gone = {id(m) for m in failed}
-        done = [m for m in msgs if id(m) not in gone] if failed else msgs
-        offset = pq.remove(done)
-        self.consumer.offsets.update(mq, offset)
-        self._batch_s += (time.monotonic() - now - self._batch_s) * 0.1
+    def _done(
+        self,
+        mq: MessageQueue,
+        pq: ProcessQueue,
+        msgs: list[MessageExt],
+        offsets: Sequence[int],
+        lo: int,
+        hi: int,
+    ) -> None:
+        """``msgs[lo:hi]`` consumed: out of ``pq``, the offset to commit moves."""
+        if lo >= hi:
+            return
+        self.consumer.offsets.update(mq, pq.remove(msgs[lo:hi], offsets[lo:hi]))
         if pq.parked_offset is not None:
             self.consumer.resume_pull(mq, pq)
-        if failed:
+
+    def _failed(
+        self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt], offsets: Sequence[int]
+    ) -> None:
+        """A batch answered RECONSUME_LATER (or whose listener raised): sent back (the
+        broker's retry topic holds it now), and what the broker did not take is
+        consumed again here in ``RECONSUME_LOCALLY_DELAY_S``."""
+        if not self.settings.clustering:
+            log.warning("broadcasting: %d failed message(s) of %s dropped", len(batch), mq)
+            self._done(mq, pq, batch, offsets, 0, len(batch))
+            return
+        kept = [k for k, m in enumerate(batch) if not self.send_back(mq, m, 0)]
+        gone = set(kept)
+        sent = [k for k in range(len(batch)) if k not in gone]
+        self.consumer.offsets.update(
+            mq, pq.remove([batch[k] for k in sent], [offsets[k] for k in sent])
+        )
+        if pq.parked_offset is not None:
+            self.consumer.resume_pull(mq, pq)
+        if kept:
+            failed = [batch[k] for k in kept]
             for m in failed:
                 m.reconsume_times += 1
-            self._later(RECONSUME_LOCALLY_DELAY_S, self._concurrently, mq, pq, [failed])
+            again = [offsets[k] for k in kept]
+            self._later(
+                RECONSUME_LOCALLY_DELAY_S, self._concurrently,
+                mq, pq, failed, again, 0, len(failed),
+            )  # fmt: skip
 
     def clean_expired(self, mq: MessageQueue, pq: ProcessQueue) -> int:
         """Concurrent (RocketMQ's cleanExpireMsg): while the message that holds ``pq``'s

@@ -3,8 +3,8 @@
 Python's ``ThreadPoolExecutor``).
 
 Why not ``ThreadPoolExecutor``: it makes a ``Future`` (a lock and a
-condition) and takes its queue's locks for every task, and a pull answer
-is cut into a task per batch; on a backlog with a no-op listener ``submit``
+condition) and takes its queue's locks for every task; on a backlog with a
+no-op listener, when a pull answer was cut into a task per batch, ``submit``
 was ~30 % of the consumer's time (py-spy, ``benchmarks/push_bench.py``).
 Here adding tasks is a ``deque.extend`` and a thread is woken only when one
 is idle; a busy thread takes the next task with a ``popleft``.
@@ -33,18 +33,21 @@ class ConsumePool:
         self._threads: list[threading.Thread] = []
         self._stopped = False
 
-    def submit_all(self, tasks: Iterable[Task]) -> None:
-        """Run ``tasks`` on the pool's threads; RuntimeError once shut down."""
+    def submit_all(self, tasks: Iterable[Task]) -> bool:
+        """Run ``tasks`` on the pool's threads; RuntimeError once shut down. Whether a
+        thread was woken (or started) for them: none was if every thread is busy."""
         if self._stopped:
             raise RuntimeError("the consume pool is shut down")
         before = len(self._tasks)
         self._tasks.extend(tasks)
         added = len(self._tasks) - before
+        woke = False
         # a thread checks the deque again after saying it is idle (under the lock), so
         # reading _idle here without it can miss no task
         if self._idle:
             with self._cond:
                 self._cond.notify(added)
+                woke = True
         if len(self._threads) < self.max_threads and added > self._idle:
             with self._cond:
                 while len(self._threads) < self.max_threads and len(self._tasks) > self._idle:
@@ -53,9 +56,11 @@ class ConsumePool:
                     )
                     self._threads.append(t)
                     t.start()
+                    woke = True
+        return woke
 
-    def submit(self, fn: Callable[..., None], *args: object) -> None:
-        self.submit_all([lambda: fn(*args)])
+    def submit(self, fn: Callable[..., None], *args: object) -> bool:
+        return self.submit_all([lambda: fn(*args)])
 
     def idle(self) -> int:
         """Threads waiting for work now (a hint: how many tasks would run at once)."""

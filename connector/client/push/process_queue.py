@@ -15,10 +15,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
+from itertools import repeat
+from operator import attrgetter
 
 from connector.protocol.message import MessageExt
 
 __all__ = ["ProcessQueue"]
+
+_body = attrgetter("body")
 
 
 class ProcessQueue:
@@ -56,24 +60,40 @@ class ProcessQueue:
         with self._lock:
             self.next_offset = max(self.next_offset, next_offset)
 
-    def put(self, msgs: Sequence[MessageExt]) -> None:
+    def put(self, msgs: Sequence[MessageExt], offsets: Sequence[int] | None = None) -> None:
+        """Hold ``msgs`` (a pull answer's, ascending); ``offsets``: their queue offsets,
+        if the caller has them in bulk (``connector.protocol.pulled.queue_offsets``)."""
+        if offsets is None:
+            offsets = [m.queue_offset for m in msgs]
+        if not offsets:
+            return
         with self._lock:
-            held, consuming = self._msgs, self._consuming
-            top = self.max_offset
-            in_order = True
-            for m in msgs:
-                offset = m.queue_offset
-                if offset not in held and offset not in consuming:
-                    in_order = in_order and offset > top
-                    held[offset] = m
-                    self._order.append(offset)
-                    self.count += 1
-                    self.bytes += len(m.body)
-                top = max(top, offset)
-            self.max_offset = top
-            if not in_order:  # a pull from below what is held (an offset reset): rare
-                self._msgs = dict(sorted(held.items()))
-                self._order = deque(self._msgs)
+            if offsets[0] > self.max_offset:  # past all held (and consuming): in bulk
+                self._msgs.update(zip(offsets, msgs, strict=True))
+                self._order.extend(offsets)
+                self.count += len(offsets)
+                self.bytes += sum(map(len, map(_body, msgs)))
+                self.max_offset = max(self.max_offset, offsets[-1])
+                return
+            self._put_each(msgs, offsets)
+
+    def _put_each(self, msgs: Sequence[MessageExt], offsets: Sequence[int]) -> None:
+        """``put`` of a pull from below the top held (an offset reset): rare."""
+        held, consuming = self._msgs, self._consuming
+        top = self.max_offset
+        in_order = True
+        for offset, m in zip(offsets, msgs, strict=True):
+            if offset not in held and offset not in consuming:
+                in_order = in_order and offset > top
+                held[offset] = m
+                self._order.append(offset)
+                self.count += 1
+                self.bytes += len(m.body)
+            top = max(top, offset)
+        self.max_offset = top
+        if not in_order:
+            self._msgs = dict(sorted(held.items()))
+            self._order = deque(self._msgs)
 
     def _first(self) -> int:
         """The smallest offset held (under the lock; ``_msgs`` not empty)."""
@@ -86,15 +106,16 @@ class ProcessQueue:
         self.count -= 1
         self.bytes -= len(m.body)
 
-    def remove(self, msgs: Sequence[MessageExt]) -> int:
-        """Consumed (or sent back): the offset to commit now, or -1 if none was held."""
+    def remove(self, msgs: Sequence[MessageExt], offsets: Sequence[int] | None = None) -> int:
+        """Consumed (or sent back): the offset to commit now, or -1 if none was held.
+        ``offsets``: the messages' queue offsets, if the caller has them in bulk."""
+        if offsets is None:
+            offsets = [m.queue_offset for m in msgs]
         with self._lock:
-            started = self.started
-            for m in msgs:
-                held = self._msgs.pop(m.queue_offset, None)
-                if held is not None:
-                    self._forget(held)
-                    started.pop(m.queue_offset, None)
+            gone = [m for m in map(self._msgs.pop, offsets, repeat(None)) if m is not None]
+            self.count -= len(gone)
+            self.bytes -= sum(map(len, map(_body, gone)))
+            deque(map(self.started.pop, offsets, repeat(None)), maxlen=0)
             if self._msgs:
                 return self._first()
             return max(self.next_offset, self.max_offset + 1 if self.max_offset >= 0 else -1)

@@ -26,7 +26,9 @@ class ConsumeOrderlyStatus(enum.Enum):
 
 @dataclass(slots=True)
 class ConsumeContext:
-    """The listener's second argument: the queue the batch comes from."""
+    """The listener's second argument: the queue the batch comes from. Concurrent
+    batches consumed one after the other by one task of the consume pool share one
+    context (made a task, not a call: it is read-only for a concurrent listener)."""
 
     queue: MessageQueue
     orderly: bool = False

@@ -129,6 +129,41 @@ def test_a_listener_exception_is_retried(cluster: LocalCluster) -> None:
         ]  # fmt: skip
 
 
+def test_failed_batches_inside_one_answer_are_retried_and_the_rest_commits(
+    cluster: LocalCluster,
+) -> None:
+    create_topic(cluster, "PushMidFail", queues=1)
+    bodies = [f"m{i:03d}" for i in range(120)]
+    with Producer(group="push-test-producer", namesrv=cluster.namesrv_addr) as producer:
+        producer.send_batch([Message(topic="PushMidFail", body=b.encode()) for b in bodies])
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        # a batch of 3 holding a multiple of 25 fails the first time; the others pass
+        first = any(int(m.body[1:]) % 25 == 0 and m.reconsume_times == 0 for m in msgs)
+        return ConsumeStatus.RECONSUME_LATER if first else ConsumeStatus.CONSUME_SUCCESS
+
+    failing = {i // 3 * 3 + k for i in range(0, 120, 25) for k in range(3)}
+    with consumer(
+        cluster, "push-midfail", listener, consume_message_batch_max_size=3, pull_batch_size=120
+    ) as c:
+        c.subscribe("PushMidFail")
+        c.start()
+        wait_until(
+            lambda: len(seen.bodies()) >= 120 + len(failing), 60.0, what="every message, retries"
+        )
+    with seen.lock:
+        retried = sorted(m.body.decode() for m in seen.msgs if m.reconsume_times == 1)
+        topics = {m.topic for m in seen.msgs}
+    assert sorted(set(seen.bodies())) == bodies
+    assert retried == sorted(bodies[i] for i in failing) and topics == {"PushMidFail"}
+    with PullConsumer(group="push-midfail", namesrv=cluster.namesrv_addr) as pull:
+        ends = {mq: pull.max_offset(mq) for mq in pull.fetch_queues("PushMidFail")}
+        assert sorted(ends.values())[-1] == 120  # the batch went to one queue
+        assert {mq: pull.fetch_offset(mq) for mq in ends} == ends
+
+
 def test_flow_control_bounds_what_a_queue_holds(cluster: LocalCluster) -> None:
     create_topic(cluster, "PushFlow", queues=1)
     produce(cluster, "PushFlow", [f"m{i}" for i in range(300)])

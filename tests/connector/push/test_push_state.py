@@ -29,6 +29,24 @@ def test_the_offset_to_commit_is_the_smallest_still_pending() -> None:
     assert pq.remove([]) == 12 and pq.is_empty()
 
 
+def test_bulk_offsets_and_a_pull_from_below_what_is_held() -> None:
+    pq = ProcessQueue()
+    first, second = msgs(10, 11, 12), msgs(13, 14)
+    pq.put(first, [10, 11, 12])
+    pq.put(second, [13, 14])
+    pq.advance(15)
+    assert (pq.count, pq.bytes, pq.max_offset) == (5, 50, 14)
+    again = msgs(12, 13, 14, 15)  # re-pulled from 12 (an offset reset): 15 alone is new
+    pq.put(again)
+    pq.advance(16)
+    assert (pq.count, pq.max_offset) == (6, 15)
+    pq.started.update(dict.fromkeys([10, 11], 1.0))
+    assert pq.remove(first[:2], [10, 11]) == 12 and not pq.started
+    assert pq.remove(first[:2], [10, 11]) == 12  # removed twice: nothing changes
+    assert (pq.count, pq.bytes) == (4, 40)
+    assert pq.remove([*first[2:], *second, again[3]]) == 16 and pq.is_empty()
+
+
 def test_orderly_batches_commit_or_come_back_in_order() -> None:
     pq = ProcessQueue()
     pq.put(msgs(0, 1, 2, 3))
