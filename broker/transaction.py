@@ -33,10 +33,12 @@ decisions survive ``kill -9``: on start the op queue is read again from
 **Batch commits** (pymq's; the exactly-once Spark sink's): a *batch half*
 holds a whole batch request as its body, tagged with a key (``writer``,
 ``batch``). ``commit_batch`` decides the halves of one key at once: it
-checks every half of the manifest is a live half of that key, writes one
-op record naming the key and its halves (the commit point, indexed by
-key), then appends each half's batch to its queue with the compiled batch
-path and records each half committed. The same key again answers "already
+checks every half of the manifest is a live half of that key (from its
+header and properties: the body is not read), writes one op record naming
+the key and its halves (the commit point, indexed by key), then appends
+each half's batch to its queue with the compiled batch path (the body read
+once, CRC-checked, not copied again) and records the halves committed, up
+to ``_OP_GROUP`` in an op record. The same key again answers "already
 committed" with the manifest first committed and changes nothing; a
 broker killed in the middle finishes the commit on start. Halves of a key
 not in its manifest (failed or speculative task attempts, a re-run of a
