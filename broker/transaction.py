@@ -33,10 +33,12 @@ decisions survive ``kill -9``: on start the op queue is read again from
 **Batch commits** (pymq's; the exactly-once Spark sink's): a *batch half*
 holds a whole batch request as its body, tagged with a key (``writer``,
 ``batch``). ``commit_batch`` decides the halves of one key at once: it
-checks every half of the manifest is a live half of that key, writes one
-op record naming the key and its halves (the commit point, indexed by
-key), then appends each half's batch to its queue with the compiled batch
-path and records each half committed. The same key again answers "already
+checks every half of the manifest is a live half of that key (from its
+header and properties: the body is not read), writes one op record naming
+the key and its halves (the commit point, indexed by key), then appends
+each half's batch to its queue with the compiled batch path (the body read
+once, CRC-checked, not copied again) and records the halves committed, up
+to ``_OP_GROUP`` in an op record. The same key again answers "already
 committed" with the manifest first committed and changes nothing; a
 broker killed in the middle finishes the commit on start. Halves of a key
 not in its manifest (failed or speculative task attempts, a re-run of a
@@ -89,6 +91,7 @@ DECISION = "TRAN_DECISION"  # pymq: which decision an op record is
 BATCH_COMMIT = "BATCH_COMMIT"  # the DECISION of a batch commit's op record
 TRANSACTION_TYPES = SysFlag.TRANSACTION_PREPARED | SysFlag.TRANSACTION_COMMIT
 _CHUNK = 256
+_OP_GROUP = 128  # halves an op record decides at most (its keys stay well under 32 KiB)
 _LOCALHOST = b"\x7f\x00\x00\x01\x00\x00\x00\x00"
 
 # ask a live producer of a group about a half (CHECK_TRANSACTION_STATE); False: none
@@ -239,14 +242,12 @@ class TransactionService:
             op = self._put_op(orjson.dumps(record), _batch_op_key(key), BATCH_COMMIT)
             self._batches[key] = _Committed(frozenset(offsets), messages, manifest, op)
             if not defer:  # the commit point is passed: a crash now is finished on start
-                for half in found:
-                    if half.queue_offset not in self._decided:
-                        self._apply(half)
-                        self._write_op(half, COMMIT)
+                self._apply_all([h for h in found if h.queue_offset not in self._decided])
             return BatchCommitResult(False, offsets, messages, manifest)
 
     def _live_half(self, group: str, key: BatchKey, queue_offset: int, phys: int) -> MessageExt:
-        half = self.store.look_message_by_offset(phys, decompress=False)
+        """The half at ``phys``, checked (its body is left out: ``_apply`` reads it)."""
+        half = self.store.look_message_by_offset(phys, decompress=False, with_body=False)
         if half is None or half.topic != TRANS_HALF_TOPIC or half.queue_offset != queue_offset:
             raise MessageNotExistError(
                 f"no half message at CommitLog offset {phys} (half queue offset {queue_offset})"
@@ -288,6 +289,7 @@ class TransactionService:
         cq = self.store.consume_queue(TRANS_HALF_TOPIC, 0)
         if cq is None:
             return
+        todo: list[MessageExt] = []
         for offset in sorted(committed.halves):
             if offset in self._decided or offset < self.half_progress:
                 continue
@@ -295,13 +297,24 @@ class TransactionService:
             if len(entries) == 0:
                 continue
             half = self.store.look_message_by_offset(
-                int(entries["offset"][0]), int(entries["size"][0]), decompress=False
+                int(entries["offset"][0]), int(entries["size"][0]), with_body=False
             )
             if half is not None and half.queue_offset == offset:
                 if crashed:
                     log.warning("finishing the commit of half %d (interrupted by a crash)", offset)
+                todo.append(half)
+        self._apply_all(todo)
+
+    def _apply_all(self, halves: Sequence[MessageExt]) -> None:
+        """Append committed halves, recording them in op records of up to ``_OP_GROUP``
+        halves each (RocketMQ 5's comma-separated op bodies), each written after its
+        halves' appends: a crash in between leaves appends without their op record,
+        which ``_committed_before`` finds when the commit is finished on start."""
+        for at in range(0, len(halves), _OP_GROUP):
+            group = halves[at : at + _OP_GROUP]
+            for half in group:
                 self._apply(half)
-                self._write_op(half, COMMIT)
+            self._write_ops(group, COMMIT)
 
     def _decide(self, half: MessageExt, decision: str) -> EndResult:
         offset = half.queue_offset
@@ -323,17 +336,21 @@ class TransactionService:
 
     def _apply(self, half: MessageExt) -> None:
         """Append what a committed half holds to its real queue (unless a commit a crash
-        cut short did already)."""
-        if self._committed_before(half):
-            return
+        cut short did already). A batch half's body (its wire batch) is read from the log
+        here, checked against its CRC, and handed to the batch path uncopied: ``half``
+        may come without it (``with_body=False``)."""
         topic, queue = _real_queue(half)
         if P.TX_WRITER in half.properties:  # a batch half: its body is a wire batch
-            born_host = born_host_of(half)
+            data = self.store.read_body(half)
+            if self._committed_before(half, _first_uniq_key(data)):
+                return
             put = self.store.put_messages(
-                BatchInner(topic, queue, half.body, born_timestamp=half.born_timestamp,
-                           born_host=born_host)
+                BatchInner(topic, queue, data, born_timestamp=half.born_timestamp,
+                           born_host=born_host_of(half))
             )  # fmt: skip
         else:
+            if self._committed_before(half):
+                return
             put = self.store.put_message(_real_message(half))
         if not put.ok:
             raise StoreError(
@@ -349,26 +366,40 @@ class TransactionService:
             return None
         # decided before the check pass moved on: its op record, by key
         for op in self.store.query_message(TRANS_OP_TOPIC, _op_key(offset), 4):
-            if op.body == str(offset).encode():
+            if offset in (_op_offsets(op.body) or ()):
                 return op.properties.get(DECISION, COMMIT)
         return COMMIT if self._committed_before(half) else ROLLBACK
 
-    def _committed_before(self, half: MessageExt) -> bool:
+    def _committed_before(self, half: MessageExt, batch_uniq: str | None = None) -> bool:
         """The real message of ``half`` is stored already (a commit a crash cut before its
-        op record was written)."""
+        op record was written). A batch half is known by its first message's UNIQ_KEY
+        (``batch_uniq`` if the caller has it; else read from the half's body)."""
         topic = half.properties.get(P.REAL_TOPIC)
         uniq = half.properties.get(P.UNIQ_KEY)
         if P.TX_WRITER in half.properties:  # a batch: its first message's
-            uniq = _first_uniq_key(half)
+            uniq = (
+                batch_uniq
+                if batch_uniq is not None
+                else _first_uniq_key(self.store.read_body(half))
+            )
         if not topic or not uniq:
             return False
         found = self.store.query_message(topic, uniq, 4, begin_ms=half.store_timestamp)
         return any(m.store_timestamp >= half.store_timestamp for m in found)
 
     def _write_op(self, half: MessageExt, decision: str) -> None:
-        offset = half.queue_offset
-        op = self._put_op(str(offset).encode(), _op_key(offset), decision)
-        self._decided[offset] = (decision, op)
+        self._write_ops([half], decision)
+
+    def _write_ops(self, halves: Sequence[MessageExt], decision: str) -> None:
+        """One op record deciding ``halves`` alike: its body their half queue offsets,
+        comma-separated, its keys theirs (``_op_key``)."""
+        if not halves:
+            return
+        offsets = [h.queue_offset for h in halves]
+        body = ",".join(map(str, offsets)).encode()
+        op = self._put_op(body, " ".join(map(_op_key, offsets)), decision)
+        for offset in offsets:
+            self._decided[offset] = (decision, op)
 
     def _put_op(self, body: bytes, key: str, decision: str) -> int:
         """Append an op record; its op queue offset."""
@@ -405,10 +436,11 @@ class TransactionService:
                     key, committed = _parse_batch_record(op, at)
                     if key is not None and committed is not None:
                         self._batches.setdefault(key, committed)
-                elif op is not None and op.body.isdigit():
-                    half = int(op.body)
-                    if half >= self.half_progress:
-                        self._decided[half] = (op.properties.get(DECISION, COMMIT), at)
+                elif op is not None and (decided := _op_offsets(op.body)) is not None:
+                    decision = op.properties.get(DECISION, COMMIT)
+                    for half in decided:
+                        if half >= self.half_progress:
+                            self._decided[half] = (decision, at)
                 at += 1
         self._ops_read = at
 
@@ -542,6 +574,15 @@ def _op_key(half_offset: int) -> str:
     return f"half-{half_offset}"
 
 
+def _op_offsets(body: bytes) -> list[int] | None:
+    """The half queue offsets an op record decides (its body: one, or several
+    comma-separated); None if the body is not such a list."""
+    parts = body.split(b",")
+    if not all(p.isdigit() for p in parts):
+        return None
+    return [int(p) for p in parts]
+
+
 def _batch_op_key(key: BatchKey) -> str:
     return f"batch-{key[1]}-{key[0]}"
 
@@ -571,10 +612,9 @@ def _parse_batch_record(
 _ENTRY_HEAD = struct.Struct(">iIiii")  # a wire batch entry: TOTALSIZE, MAGIC, CRC, FLAG, BODYLEN
 
 
-def _first_uniq_key(half: MessageExt) -> str | None:
-    """The UNIQ_KEY of the first message of a batch half's batch (its first entry read
-    alone: the batch was checked whole when the half was stored)."""
-    body = half.body
+def _first_uniq_key(body: bytes | memoryview) -> str | None:
+    """The UNIQ_KEY of the first message of a batch half's body, a wire batch (its first
+    entry read alone: the batch was checked whole when the half was stored)."""
     if len(body) < _ENTRY_HEAD.size + 2:
         return None
     body_len = _ENTRY_HEAD.unpack_from(body)[4]
@@ -583,7 +623,7 @@ def _first_uniq_key(half: MessageExt) -> str | None:
         return None
     props_len = int.from_bytes(body[at : at + 2], "big")
     try:
-        return decode_properties(body[at + 2 : at + 2 + props_len]).get(P.UNIQ_KEY)
+        return decode_properties(bytes(body[at + 2 : at + 2 + props_len])).get(P.UNIQ_KEY)
     except (ValueError, UnicodeDecodeError):
         return None
 

@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 
 # TOPICLEN i8 + topic + PROPLEN i16, one Struct per topic length
 _TOPIC_PROPLEN = [struct.Struct(f">b{n}sh") for n in range(MAX_TOPIC_BYTES + 1)]
+_PWRITE_MIN_BYTES = 8 << 10  # records from this size on are pwritten (see append)
 
 
 class RecordRefused(Exception):
@@ -223,6 +224,14 @@ class CommitLog:
             store_timestamp, self.store_host, msg.reconsume_times, 0, len(body),
         )  # fmt: skip
         mid = _TOPIC_PROPLEN[len(topic)].pack(len(topic), topic, len(props))
+        if size >= _PWRITE_MIN_BYTES:
+            # a large record (a batch half) is written, not stored through the mapping:
+            # stores into fresh pages fault once a page, pwrite fills the page cache
+            # without faulting (us an append, mmap -> pwrite: 8 KiB 15.9 -> 13.5,
+            # 150 KB 156 -> 98; 4 KiB 10.8 -> 11.5: small records stay mapped)
+            mf.pwrite(pos, b"".join((head, body, mid, props)))
+            mf.wrote_position = pos + size
+            return AppendResult(offset, size, queue_offset, 1, store_timestamp)
         buf = mf.buffer()
         end = pos + 88
         buf[pos:end] = head

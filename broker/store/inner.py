@@ -79,7 +79,7 @@ class BatchInner:
 
     topic: str
     queue_id: int
-    data: bytes
+    data: bytes | memoryview
     sys_flag: int = 0
     born_timestamp: int = 0
     born_host: bytes = LOCALHOST

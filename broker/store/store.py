@@ -17,6 +17,7 @@ import operator
 import shutil
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -50,6 +51,7 @@ from connector.protocol.properties import properties_well_formed
 from connector.protocol.record import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
+    HEADER,
     HEADER_SIZE,
     MAX_PROPERTIES_BYTES,
     MAX_TOPIC_BYTES,
@@ -742,11 +744,17 @@ class MessageStore:
         return runs
 
     def look_message_by_offset(
-        self, commit_log_offset: int, size: int | None = None, *, decompress: bool = True
+        self,
+        commit_log_offset: int,
+        size: int | None = None,
+        *,
+        decompress: bool = True,
+        with_body: bool = True,
     ) -> MessageExt | None:
         """Decode the record at a physical offset, or None if there is none there.
 
-        ``decompress=False`` keeps a compressed body as stored (to re-append it).
+        ``decompress=False`` keeps a compressed body as stored (to re-append it);
+        ``with_body=False`` leaves the body out (empty, unchecked: ``read_body``).
         """
         if size is None:
             head = self.commit_log.read(commit_log_offset, 8)
@@ -761,10 +769,28 @@ class MessageStore:
         if data is None:
             return None
         try:
-            msg = decode_record(data, decompress=decompress)
+            msg = decode_record(data, decompress=decompress, with_body=with_body)
         except CorruptRecordError:
             return None
         return msg if msg.commit_log_offset == commit_log_offset else None
+
+    def read_body(self, msg: MessageExt) -> memoryview:
+        """The body of a stored message, as stored (compressed if it was), read again
+        from the log and checked against its BODYCRC: a view of one copy of the record
+        (a large body is neither copied twice nor decoded). Raises ``CorruptRecordError``
+        if the record is gone or no longer the one ``msg`` was read from."""
+        at = msg.commit_log_offset
+        data = self.commit_log.read(at, msg.store_size)
+        if data is None or len(data) < HEADER_SIZE:
+            raise CorruptRecordError(f"no record at CommitLog offset {at}", position=at)
+        head = HEADER.unpack_from(data)
+        total, crc, phys, body_len = head[0], head[2], head[6], head[14]
+        if total != msg.store_size or phys != at or body_len < 0 or HEADER_SIZE + body_len > total:
+            raise CorruptRecordError(f"the record at {at} is not the one read", position=at)
+        body = memoryview(data)[HEADER_SIZE : HEADER_SIZE + body_len]
+        if zlib.crc32(body) & 0x7FFFFFFF != crc:
+            raise CorruptRecordError(f"body CRC mismatch at CommitLog offset {at}", position=at)
+        return body
 
     def read_record(self, commit_log_offset: int) -> bytes | None:
         """The stored record at a physical offset, byte for byte, or None if there is

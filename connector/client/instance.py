@@ -252,6 +252,7 @@ class ClientInstance:
             if registry.instances.get(self.key) is self:
                 del registry.instances[self.key]
         self._stop.set()
+        self._beat_now.set()  # wake the loop now, not at its next tick (_TICK_S)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(10)
         self.rpc.close()

@@ -260,9 +260,17 @@ def check_record(
 
 
 def decode_record(
-    buf: bytes | memoryview, pos: int = 0, *, check_crc: bool = True, decompress: bool = True
+    buf: bytes | memoryview,
+    pos: int = 0,
+    *,
+    check_crc: bool = True,
+    decompress: bool = True,
+    with_body: bool = True,
 ) -> MessageExt:
-    """Decode one message record; raise CorruptRecordError on any inconsistency."""
+    """Decode one message record; raise CorruptRecordError on any inconsistency.
+
+    ``with_body=False``: every field but the body (left empty, its CRC unchecked),
+    for a caller that needs only the header and properties of a large record."""
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError("record shorter than its header", position=pos)
     h = HEADER.unpack_from(buf, pos)
@@ -277,8 +285,8 @@ def decode_record(
     ):
         raise CorruptRecordError(f"record size {total} out of range", position=pos)
     body_start = pos + HEADER_SIZE
-    body = bytes(buf[body_start : body_start + body_len])
-    if check_crc and zlib.crc32(body) & 0x7FFFFFFF != crc:
+    body = bytes(buf[body_start : body_start + body_len]) if with_body else b""
+    if with_body and check_crc and zlib.crc32(body) & 0x7FFFFFFF != crc:
         raise CorruptRecordError("body CRC mismatch", position=pos)
     topic_pos = body_start + body_len
     topic_len = buf[topic_pos]
@@ -289,7 +297,7 @@ def decode_record(
     if props_len < 0 or props_pos + 2 + props_len != pos + total:
         raise CorruptRecordError("lengths do not add up to TOTALSIZE", position=pos)
     sys_flag = h[7]
-    if decompress and sys_flag & SysFlag.COMPRESSED:
+    if with_body and decompress and sys_flag & SysFlag.COMPRESSED:
         try:
             body = inflate(body, sys_flag, limit=MAX_INFLATED_BYTES)
         except ValueError as exc:

@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 
+from broker import transaction
 from broker.config import BrokerConfig
 from broker.store.config import StoreConfig
 from broker.store.inner import MessageInner
 from broker.store.store import MessageStore
-from broker.transaction import COMMIT, TransactionService
+from broker.transaction import COMMIT, ROLLBACK, TransactionService
+from connector.errors import TransactionDecidedError
 from connector.protocol.batch import encode_batch
-from connector.protocol.names import TRANS_HALF_TOPIC
+from connector.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_TOPIC
 from connector.protocol.properties import PropertyKeys as P
 from connector.protocol.properties import encode_properties
 from tests.support.store import SMALL
@@ -97,12 +99,17 @@ def crash_on(calls: int, real: Callable[..., Any]) -> Callable[..., Any]:
 
 @pytest.mark.parametrize(
     ("where", "calls"),
-    [("_apply", 2), ("_apply", 3), ("_write_op", 1), ("_write_op", 3)],
-    ids=["before-2nd-append", "before-3rd-append", "after-1st-append", "after-3rd-append"],
-)
+    [("_apply", 2), ("_apply", 3), ("_write_ops", 1), ("_write_ops", 2)],
+    ids=[
+        "before-2nd-append", "before-3rd-append", "after-2nd-append", "after-3rd-append"
+    ],
+)  # fmt: skip
 def test_a_batch_commit_cut_short_is_finished_on_start_exactly_once(
-    store_dir: Path, where: str, calls: int
+    store_dir: Path, where: str, calls: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Op records of 2 halves each: 3 halves are appended, then their ops as [0, 1], [2];
+    the crash comes between two appends, or after appends whose op is not written."""
+    monkeypatch.setattr(transaction, "_OP_GROUP", 2)
     store = open_store(store_dir)
     halves = [batch_half(store, n) for n in range(3)]
     svc = TransactionService(store, BrokerConfig())
@@ -169,3 +176,36 @@ def test_a_deferred_commit_decides_now_and_appends_on_the_next_call_or_start(
         assert len(real_bodies(restarted)) == 4 * PER_HALF  # each once
     finally:
         restarted.shutdown()
+
+
+def test_halves_recorded_together_are_found_by_key_once_the_check_pass_moved_on(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch commit records its halves in op records of ``_OP_GROUP`` halves
+    (comma-separated, RocketMQ 5's op bodies); once the check pass moved past them and
+    the broker restarted, each half's decision is found by its key in those records."""
+    monkeypatch.setattr(transaction, "_OP_GROUP", 2)
+    store = open_store(store_dir)
+    halves = [batch_half(store, n) for n in range(3)]
+    svc = TransactionService(store, BrokerConfig())
+    svc.load()
+    svc.commit_batch("g", "w", 5, halves)
+    ops = _decode(store.get_message(TRANS_OP_TOPIC, 0, 0, 10))
+    assert [m.body for m in ops if m.properties.get("TRAN_DECISION") == COMMIT] == [b"0,1", b"2"]
+    svc.check_pass()
+    assert svc.half_progress == 3  # every half decided: forgotten, found by key from now on
+    store.shutdown()
+
+    again = open_store(store_dir)
+    try:
+        after = TransactionService(again, BrokerConfig())
+        after.load()
+        assert after.half_progress == 3
+        assert [after.state(q) for q, _ in halves] == ["committed"] * 3
+        q, phys = halves[2]
+        assert after.end("g", q, phys, COMMIT).already
+        with pytest.raises(TransactionDecidedError):
+            after.end("g", q, phys, ROLLBACK)
+        assert len(real_bodies(again)) == 3 * PER_HALF
+    finally:
+        again.shutdown()

@@ -4,6 +4,7 @@ that ``check_record`` / ``decode_record`` reject every kind of damaged record.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import zlib
 from typing import Any
@@ -605,3 +606,21 @@ def test_offset_msg_id_decodes_to_store_host_and_offset(
     assert msg.offset_msg_id == msg.offset_msg_id.upper()
     assert decode_offset_msg_id(msg.offset_msg_id) == (f"{store[0]}:{store[1]}", offset)
     assert decode_offset_msg_id(msg.offset_msg_id) == (msg.store_host, msg.commit_log_offset)
+
+
+def test_decode_without_the_body_reads_every_other_field() -> None:
+    """``with_body=False`` (a large batch half's header and properties): the same
+    message but an empty body, and a damaged body is not looked at."""
+    rec = make_record(body=b"b" * 5000)
+    whole = decode_record(rec)
+    head = decode_record(rec, with_body=False)
+    assert head.body == b""
+    assert head == dataclasses.replace(whole, body=b"")
+    damaged = bytearray(rec)
+    damaged[HEADER_SIZE + 10] ^= 0xFF  # a body byte: the CRC no longer matches
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        decode_record(bytes(damaged))
+    assert decode_record(bytes(damaged), with_body=False) == head
+    damaged[0:4] = struct.pack(">i", len(rec) + 1)  # the layout is still checked
+    with pytest.raises(CorruptRecordError):
+        decode_record(bytes(damaged), with_body=False)

@@ -18,6 +18,7 @@ import httpx
 
 from connector import Message, Producer, SendStatus
 from connector.local import ServerProcess
+from connector.protocol.msgid import decode_offset_msg_id
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.server.remoting import call
 from tests.support.processes import Servers
@@ -514,3 +515,37 @@ def test_a_sync_masters_transaction_decision_is_on_the_slave_when_answered(
         lambda: b"decided" in [r.body for r in pull_all_records(s.http_addr, TOPIC, 2)], 10,
         what="the committed message readable on the slave",
     )  # fmt: skip
+
+
+def test_a_batch_commit_reaches_the_slave_byte_for_byte(servers: Servers, tmp_path: Path) -> None:
+    """Batch halves (records of ~130 KB, pwritten) and their batch commit (the halves'
+    batches appended to their queues, the op records) reach the slave as the master
+    wrote them: the same CommitLog bytes and the same readable messages."""
+    ns = servers.namesrv()
+    m = master(servers, ns.addr, store=tmp_path / "master")
+    s = slave(servers, ns.addr, tmp_path / "slave")
+    create_topic(m.http_addr, TOPIC)
+    with Producer(group="tx-ha-batch", namesrv=ns.addr) as producer:
+        queues = [mq for mq in producer.publish_info(TOPIC).message_queues if mq.queue_id < 3]
+        halves = []
+        for n, mq in enumerate(queues):
+            msgs = [Message(topic=TOPIC, body=b"h%d-%04d " % (n, i) * 12) for i in range(1000)]
+            sent = producer.send_batch(msgs, queue=mq, half=("w-ha", 7))
+            assert sent.status is SendStatus.SEND_OK
+            halves.append([sent.queue_offset, decode_offset_msg_id(sent.offset_msg_id)[1]])
+        broker = queues[0].broker_name
+        done = producer.commit_batch(broker, "w-ha", 7, halves, manifest={broker: halves})
+        assert done["messages"] == 3000 and not done.get("already")
+    wait_until(
+        lambda: caught_up(m, s) and sum(queue_max(s.http_addr) or []) == 3000, 20,
+        what="the slave has the committed batch",
+    )  # fmt: skip
+    assert records(s.http_addr) == records(m.http_addr)
+
+    def log_bytes(store: Path) -> bytes:
+        files = sorted((store / "commitlog").iterdir())
+        return b"".join(f.read_bytes() for f in files).rstrip(b"\0")
+
+    on_slave = log_bytes(tmp_path / "slave")
+    assert len(on_slave) > 3 * 100_000  # the halves are there
+    assert log_bytes(tmp_path / "master")[: len(on_slave)] == on_slave

@@ -5,6 +5,7 @@ raw bytes of the segment files.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from broker.store.inner import BatchInner
 from broker.store.results import GetMessageStatus, PutMessageStatus
 from broker.store.store import MessageStore
+from connector.errors import CorruptRecordError
 from connector.protocol.message import Message
 from tests.support.store import (
     BLANK_MAGIC,
@@ -213,3 +215,51 @@ def test_record_too_large_for_any_segment(make_store: StoreFactory, as_batch: bo
     assert after.append is not None
     assert after.append.wrote_offset == before
     assert after.append.queue_offset == 1
+
+
+def test_large_records_are_written_whole_across_segments(make_store: StoreFactory) -> None:
+    """Records from 8 KiB on are pwritten, not stored through the mapping: byte for
+    byte what the small-record path lays out, a segment that cannot hold the next one
+    ends in a BLANK, and a crash (no clean shutdown) keeps every record."""
+    seg = 64 << 10
+    store = make_store(mapped_file_size_commit_log=seg)
+    bodies = [b"s" * 100, b"L" * (9 << 10), b"M" * (30 << 10), b"N" * (30 << 10), b"t" * 50]
+    offsets = []
+    for body in bodies:
+        res = put(store, body)
+        assert res.ok and res.append is not None
+        offsets.append(res.append.wrote_offset)
+    assert offsets[3] == seg  # the third large one did not fit the first segment
+    records = walk_commit_log(store.config.commit_log_dir)  # checks magic, sizes, CRCs
+    assert [r.blank for r in records] == [False, False, False, True, False, False]
+    assert [r.body for r in messages_only(records)] == bodies
+    assert [r.queue_offset for r in messages_only(records)] == [0, 1, 2, 3, 4]
+    for at, body in zip(offsets, bodies, strict=True):
+        msg = store.look_message_by_offset(at)
+        assert msg is not None and msg.body == body
+        assert bytes(store.read_body(msg)) == body
+    store.close()  # killed: no clean shutdown
+
+    again = make_store(mapped_file_size_commit_log=seg)
+    got = again.get_message(TOPIC, 0, 0, 10)
+    assert got.status is GetMessageStatus.FOUND
+    assert [m.body for m in got.messages()] == bodies
+
+
+def test_read_body_checks_the_record_it_reads(make_store: StoreFactory) -> None:
+    """``read_body``: the stored body, CRC-checked; a damaged body or a record that is
+    not the one the message was read from is CorruptRecordError, never bad bytes."""
+    store = make_store()
+    res = put(store, b"x" * 3000)
+    assert res.append is not None
+    msg = store.look_message_by_offset(res.append.wrote_offset, with_body=False)
+    assert msg is not None and msg.body == b""
+    assert bytes(store.read_body(msg)) == b"x" * 3000
+    with pytest.raises(CorruptRecordError, match="not the one"):
+        store.read_body(dataclasses.replace(msg, store_size=msg.store_size - 1))
+    mf = store.commit_log.queue.last()
+    assert mf is not None
+    at = res.append.wrote_offset - mf.file_from_offset + 88 + 7  # a byte of the body
+    mf.buffer()[at] ^= 0xFF  # the disk flipped it
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        store.read_body(msg)

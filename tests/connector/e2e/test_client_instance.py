@@ -24,7 +24,7 @@ from connector import (
     PushConsumer,
     TransactionProducer,
 )
-from connector.client.instance import ClientInstance
+from connector.client.instance import _TICK_S, ClientInstance
 from connector.errors import ConfigError
 from connector.local import LocalCluster
 
@@ -163,6 +163,25 @@ def test_leaving_unregisters_only_that_group(cluster: LocalCluster, topic: str) 
         leave.shutdown()
         keep.shutdown()
     assert keep.instance.closed
+
+
+def test_the_last_member_leaving_closes_the_instance_at_once(
+    cluster: LocalCluster, topic: str
+) -> None:
+    """The instance's thread sleeps between ticks (``_TICK_S``); the last member's
+    leave wakes it instead of joining it for up to a tick, so a short-lived producer
+    (the exactly-once sink's commit opens one a micro-batch) shuts down in
+    milliseconds. Best of 3: the machine is shared."""
+    took = []
+    for n in range(3):
+        producer = Producer(group=f"inst-quick-{n}", namesrv=cluster.namesrv_addr)
+        producer.send(Message(topic=topic, body=b"x"))  # the instance's thread runs
+        instance = producer.instance
+        t0 = time.monotonic()
+        producer.shutdown()
+        took.append(time.monotonic() - t0)
+        assert instance.closed
+    assert min(took) < _TICK_S / 2, took
 
 
 def test_members_differ_by_account_and_tls(cluster: LocalCluster) -> None:
