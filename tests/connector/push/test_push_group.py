@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from connector import Admin
 from connector.local import LocalCluster
 from tests.support.cluster import create_topic
 from tests.support.push import Member, produce
@@ -58,6 +59,16 @@ def test_a_group_loses_a_member_to_kill_9(
         what="every message consumed",
     )
     wait_until(settled(survivors, 8), 60.0, what="2 survivors splitting 8 queues")
+    # the survivors re-read what the victim had consumed but not committed: done once the
+    # group's committed offsets reach every queue's end (else those re-reads would land
+    # after `before` below and look like a settled group consuming twice)
+    with Admin(namesrv=cluster.namesrv_addr) as admin:
+
+        def committed_to_the_end() -> bool:
+            rows = [r for r in admin.consumer_progress(group) if r["topic"] == topic]
+            return len(rows) == 8 and all(r["lag"] == 0 for r in rows)
+
+        wait_until(committed_to_the_end, 60.0, what="the group's offsets at every queue's end")
     consumed = sorted((e["t"], e["body"]) for m in (victim, *survivors) for e in m.of("msg"))
     first_time: dict[str, float] = {}
     dups = set()
