@@ -427,11 +427,15 @@ class SendMessageProcessor:
         born_timestamp: int | None,
         born_host: bytes,
         compression: CompressionType | None = None,
+        before_store: Callable[[], None] | None = None,
     ) -> SendOutcome:
         """Append a wire batch to one queue; the whole batch or nothing.
 
         ``compression`` (single messages only) says the producer compressed the
         body with that codec; it must inflate, or readers would fail later.
+        ``before_store``: called (it may raise) once the batch is checked and
+        scanned, before anything is stored or created (the remoting edge's ACL
+        check, its signature hashed meanwhile on another thread).
         """
         if not data:
             raise MessageIllegalError("the batch is empty")
@@ -440,6 +444,8 @@ class SendMessageProcessor:
             raise MessageIllegalError("only a single message may be sent compressed")
         born = born_timestamp if born_timestamp is not None else int(self.clock() * 1000)
         if single:
+            if before_store is not None:
+                before_store()
             # one message: take the single path, so delay and retry rules apply
             decoded = decode_batch(data, max_message_size=self.store.config.max_message_size)
             body = decoded.bodies[0]
@@ -471,6 +477,8 @@ class SendMessageProcessor:
             raise MessageIllegalError(
                 "delay levels are not supported in a batch of several messages"
             )
+        if before_store is not None:
+            before_store()
         appender = self.appender
         put, _ = self.store.put_messages_nowait(batch, scanned, request_flush=False)
         raise_for_status(put)

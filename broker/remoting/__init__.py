@@ -36,7 +36,7 @@ def remoting_server(ctrl: BrokerController) -> RemotingServer:
     )
     ctrl.call_consumer = clients.call_consumer
     for code in (C.SEND_MESSAGE, C.SEND_MESSAGE_V2, C.SEND_BATCH_MESSAGE):
-        server.register(code, send.send)
+        server.register(code, send.send, verifies=True)
     server.register(C.CONSUMER_SEND_MSG_BACK, send.send_back)
     transactions = TransactionHandlers(ctrl)
     server.register(C.END_TRANSACTION, transactions.end)

@@ -71,17 +71,33 @@ class SendHandlers:
         self, channel: Channel, request: RemotingCommand
     ) -> RemotingCommand | asyncio.Future[RemotingCommand]:
         ctrl = self.ctrl
-        if ctrl.send_limiter is not None:
-            # the account only when ACL checked it: else any name would do, one per request
-            signed = ctrl.acl is not None and request.ext.get("AccessKey")
-            ctrl.admit_send(signed or channel.peer[0])
+        verify = channel.verify
+
+        refused: list[PyMQError] = []  # by the limit: answered, not counted as a failed send
+
+        def admitted() -> None:
+            """The request is signed (when ACL asks) and within the send limit."""
+            verify()
+            if ctrl.send_limiter is not None:
+                # the account only when ACL checked it: else any name would do, one per request
+                signed = ctrl.acl is not None and request.ext.get("AccessKey")
+                try:
+                    ctrl.admit_send(signed or channel.peer[0])
+                except PyMQError as exc:
+                    refused.append(exc)
+                    raise
+
         fields = long_send_fields(request.ext) if request.code != 10 else request.ext
         ext = Ext(fields)
+        sys_flag = ext.number("sysFlag", 0)
+        batch = ext.flag("batch")
+        # a plain batch is scanned while its signature is hashed, then admitted; the rest first
+        scan_first = batch and not sys_flag & SysFlag.TRANSACTION_PREPARED
+        if not scan_first:
+            admitted()
         topic = ext.text("topic")
         queue_id = ext.number("queueId", -1)
-        sys_flag = ext.number("sysFlag", 0)
         born = ext.number("bornTimestamp", 0) or int(time.time() * 1000)
-        batch = ext.flag("batch")
         api = "batch" if batch else "single"
         t0 = time.perf_counter()
         try:
@@ -107,11 +123,14 @@ class SendHandlers:
                     topic, queue_id if queue_id >= 0 else None, bytes(body),
                     born_timestamp=born, born_host=self._host(channel),
                     compression=CompressionType.of_sys_flag(sys_flag) if compressed else None,
+                    before_store=admitted,
                 )  # fmt: skip
             else:
                 outcome = self._single(channel, ext, topic, queue_id, sys_flag, born, body)
         except PyMQError as exc:
-            ctrl.metrics.send_failed(api, exc.code)
+            verify()  # a refused request is answered and counted as refused, nothing else
+            if not refused:
+                ctrl.metrics.send_failed(api, exc.code)
             raise
         runs = ext.flag("offsetRuns")
 

@@ -12,6 +12,14 @@
  * (batches) go through the hashlib objects (OpenSSL, which uses the same instructions
  * and lets other threads run meanwhile). No OpenSSL headers here.
  *
+ * begin_signature(ext, body, inner, outer, states) -> Pending: the same signature, its
+ * body hashed on a native thread of this module while the caller goes on (the broker
+ * checks a large batch while it scans it); ``Pending.result()`` waits for it (the GIL
+ * released) and returns the text. The hashing needs no GIL, so it runs beside the
+ * caller's Python on another core. One worker thread a process, one body at a time: a
+ * body that finds it busy is hashed by the caller at once. The worker is started on
+ * first use, and again in a forked child.
+ *
  * Why C: the same steps in Python (sort, pick, join, encode, eight hash calls, Base64)
  * run ~25 bytecode-level calls per request on both edges of every signed request; timed
  * in the broker's real path they cost ~3x their tight-loop time (cold caches between
@@ -20,8 +28,10 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_SHANI_CODE 1
@@ -422,6 +432,233 @@ k_remoting_signature(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return text;
 }
 
+/* -- a large body hashed on a native thread ----------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    Py_buffer view;  /* the body, held until it is hashed */
+    int has_view;
+    uint32_t h[5];   /* the inner state: key block, the content, the body's first bytes */
+    uint64_t before; /* the bytes taken into h (whole blocks) */
+    const uint8_t *p; /* the body's rest */
+    size_t n;
+    uint8_t outer[20]; /* the outer keyed state, packed */
+    uint8_t digest[20];
+    int state; /* QUEUED on the worker, else DONE */
+} Pending;
+
+enum { DONE = 0, QUEUED = 1 };
+
+static pthread_mutex_t w_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t w_wake = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t w_done = PTHREAD_COND_INITIALIZER;
+static Pending *w_job; /* queued, not taken yet */
+static int w_busy;     /* a job is queued or being hashed */
+static int w_running;  /* the worker thread runs in this process */
+
+static void
+hash_pending(Pending *j)
+{
+    uint8_t inner[20];
+    uint32_t h[5];
+    finish(j->h, j->before, j->p, j->n, inner, use_shani);
+    unpack_state(j->outer, h);
+    finish(h, 64, inner, 20, j->digest, use_shani);
+}
+
+static void *
+worker_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&w_lock);
+    for (;;) {
+        while (w_job == NULL) {
+            pthread_cond_wait(&w_wake, &w_lock);
+        }
+        Pending *j = w_job;
+        w_job = NULL;
+        pthread_mutex_unlock(&w_lock);
+        hash_pending(j);
+        pthread_mutex_lock(&w_lock);
+        j->state = DONE;
+        w_busy = 0;
+        pthread_cond_broadcast(&w_done);
+    }
+    return NULL;
+}
+
+/* a forked child has no worker (only the forking thread survives a fork): start afresh */
+static void
+worker_after_fork(void)
+{
+    pthread_mutex_init(&w_lock, NULL);
+    pthread_cond_init(&w_wake, NULL);
+    pthread_cond_init(&w_done, NULL);
+    w_job = NULL;
+    w_busy = 0;
+    w_running = 0;
+}
+
+/* hand ``j`` to the worker: 1, or 0 when it is busy or cannot start (hash it here) */
+static int
+worker_take(Pending *j)
+{
+    int taken = 0;
+    pthread_mutex_lock(&w_lock);
+    if (!w_running) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        w_running = pthread_create(&t, &attr, worker_main, NULL) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    if (w_running && !w_busy) {
+        w_busy = 1;
+        j->state = QUEUED;
+        w_job = j;
+        pthread_cond_signal(&w_wake);
+        taken = 1;
+    }
+    pthread_mutex_unlock(&w_lock);
+    return taken;
+}
+
+/* wait (the GIL released) until the worker has hashed ``j``; then let the body go */
+static void
+pending_settle(Pending *j)
+{
+    if (j->state == QUEUED) {
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&w_lock);
+        while (j->state == QUEUED) {
+            pthread_cond_wait(&w_done, &w_lock);
+        }
+        pthread_mutex_unlock(&w_lock);
+        Py_END_ALLOW_THREADS
+    }
+    if (j->has_view) {
+        PyBuffer_Release(&j->view);
+        j->has_view = 0;
+    }
+}
+
+static PyObject *
+pending_result(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    Pending *j = (Pending *)self;
+    pending_settle(j);
+    return base64_of(j->digest);
+}
+
+static void
+pending_dealloc(PyObject *self)
+{
+    pending_settle((Pending *)self); /* the worker may still read the body */
+    PyObject_Free(self);
+}
+
+static PyMethodDef pending_methods[] = {
+    {"result", pending_result, METH_NOARGS,
+     "result() -> str: the signature (waits for the worker, the GIL released)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject PendingType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "connector.protocol._sign.Pending",
+    .tp_basicsize = sizeof(Pending),
+    .tp_dealloc = pending_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a signature being hashed (begin_signature); result() returns it",
+    .tp_methods = pending_methods,
+};
+
+static PyObject *
+k_begin_signature(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "begin_signature(ext, body, inner, outer, states)");
+        return NULL;
+    }
+    PyObject *ext = args[0], *states = args[4];
+    if (!PyDict_Check(ext)) {
+        PyErr_SetString(PyExc_TypeError, "ext must be a dict");
+        return NULL;
+    }
+    if (!PyBytes_Check(states) || PyBytes_GET_SIZE(states) != 40) {
+        PyErr_SetString(PyExc_TypeError, "states must be keyed_states' 40 bytes");
+        return NULL;
+    }
+    Pending *j = PyObject_New(Pending, &PendingType);
+    if (j == NULL) {
+        return NULL;
+    }
+    j->has_view = 0;
+    j->state = DONE;
+    if (PyObject_GetBuffer(args[1], &j->view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(j);
+        return NULL;
+    }
+    j->has_view = 1;
+    Buf b;
+    buf_init(&b);
+    if (add_values(&b, ext) < 0) {
+        buf_free(&b);
+        Py_DECREF(j);
+        return NULL;
+    }
+    const uint8_t *raw = (const uint8_t *)PyBytes_AS_STRING(states);
+    const uint8_t *body = (const uint8_t *)j->view.buf;
+    size_t body_len = (size_t)j->view.len, used = (size_t)b.used;
+    memcpy(j->outer, raw + 20, 20);
+    unpack_state(raw, j->h);
+    size_t whole = used / 64, rest = used % 64;
+    compress(j->h, (const uint8_t *)b.p, whole, use_shani); /* the content's whole blocks */
+    j->before = 64 + 64 * (uint64_t)whole;
+    j->p = body;
+    j->n = body_len;
+    if (rest > 0 && body_len >= 64 - rest) { /* the content's tail and the body's head */
+        uint8_t block[64];
+        memcpy(block, b.p + 64 * whole, rest);
+        memcpy(block + rest, body, 64 - rest);
+        compress(j->h, block, 1, use_shani);
+        j->before += 64;
+        j->p = body + (64 - rest);
+        j->n = body_len - (64 - rest);
+        rest = 0;
+    }
+    if (rest > 0) { /* a body too short to fill the block: no thread for it */
+        int rc = buf_add(&b, body, (Py_ssize_t)body_len);
+        if (rc == 0) {
+            uint32_t h[5];
+            uint8_t inner[20];
+            unpack_state(raw, h);
+            finish(h, 64, (const uint8_t *)b.p, (size_t)b.used, inner, use_shani);
+            unpack_state(j->outer, h);
+            finish(h, 64, inner, 20, j->digest, use_shani);
+        }
+        buf_free(&b);
+        if (rc < 0) {
+            Py_DECREF(j);
+            return NULL;
+        }
+        PyBuffer_Release(&j->view);
+        j->has_view = 0;
+        return (PyObject *)j;
+    }
+    buf_free(&b);
+    if (!worker_take(j)) {
+        Py_BEGIN_ALLOW_THREADS
+        hash_pending(j);
+        Py_END_ALLOW_THREADS
+        PyBuffer_Release(&j->view);
+        j->has_view = 0;
+    }
+    return (PyObject *)j;
+}
+
 /* keyed_states(key_block) -> 40 bytes: the SHA-1 states after the 64-byte key block
  * XOR ipad (0x36), then after it XOR opad (0x5C) (RFC 2104) */
 static PyObject *
@@ -480,6 +717,8 @@ k_compress(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef methods[] = {
     METHOD("remoting_signature", k_remoting_signature,
            "remoting_signature(ext, body, inner, outer, states) -> str (the module's text)"),
+    METHOD("begin_signature", k_begin_signature,
+           "begin_signature(ext, body, inner, outer, states) -> Pending (the module's text)"),
     METHOD("keyed_states", k_keyed_states, "keyed_states(key_block) -> 40 bytes"),
     METHOD("compress", k_compress, "compress(state, blocks, shani) -> state"),
     {NULL, NULL, 0, NULL},
@@ -501,6 +740,13 @@ PyInit__sign(void)
     s_update = PyUnicode_InternFromString("update");
     s_digest = PyUnicode_InternFromString("digest");
     if (s_copy == NULL || s_update == NULL || s_digest == NULL) {
+        return NULL;
+    }
+    if (PyType_Ready(&PendingType) < 0) {
+        return NULL;
+    }
+    if (pthread_atfork(NULL, NULL, worker_after_fork) != 0) {
+        PyErr_SetString(PyExc_OSError, "pthread_atfork failed");
         return NULL;
     }
     PyObject *m = PyModule_Create(&module_def);

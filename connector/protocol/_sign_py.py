@@ -11,7 +11,7 @@ from binascii import b2a_base64
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["SHANI", "compress", "keyed_states", "remoting_signature"]
+__all__ = ["SHANI", "Pending", "begin_signature", "compress", "keyed_states", "remoting_signature"]
 
 SHANI = 0  # no SHA instructions here
 _UNSIGNED = ("Signature", "_UNIQUE_KEY_QUERY")
@@ -48,6 +48,25 @@ def remoting_signature(
     if len(digest) != 20:
         raise TypeError("inner and outer must be SHA-1 hash objects")
     return b2a_base64(digest, newline=False).decode()
+
+
+class Pending:
+    """A signature already computed (the C module's is hashed on its worker thread)."""
+
+    __slots__ = ("_text",)
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def result(self) -> str:
+        return self._text
+
+
+def begin_signature(
+    ext: Mapping[str, str], body: bytes | memoryview, inner: Any, outer: Any, states: bytes
+) -> Pending:
+    """``remoting_signature``'s result to collect later (here: computed now)."""
+    return Pending(remoting_signature(ext, body, inner, outer, states))
 
 
 def keyed_states(key_block: bytes) -> bytes:

@@ -7,6 +7,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,9 @@ from connector.client.connection import RemotingConnection
 from connector.errors import AuthenticationFailedError, NoPermissionError, PyMQError
 from connector.local import LocalCluster, ServerProcess
 from connector.protocol.acl import SIGN_TIME, Credentials, SignSequence, sign_remoting
+from connector.protocol.batch import encode_batch
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
+from connector.server.remoting import ACL_OVERLAP_BODY
 from tests.support.acl import (
     ADMIN,
     DENIED,
@@ -134,6 +137,59 @@ def test_a_replayed_or_expired_request_is_refused(acl: tuple[LocalCluster, Path]
     answer = raw_request(addr, RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, forged))
     assert answer.code == ResponseCode.NO_PERMISSION
     assert "does not match" in (answer.remark or "")
+
+
+def test_a_large_batch_is_stored_only_once_its_signature_checks(
+    acl: tuple[LocalCluster, Path],
+) -> None:
+    """A batch body this large is hashed beside the broker's scan of it: a request that
+    fails the check (any part of it) is refused as a small one is, its batch not stored,
+    whatever the scan found; the answer names the refusal, not what the scan found."""
+    cluster, _ = acl
+    create_topic(cluster, "Big")
+    broker = cluster.brokers[0].addr
+    body = encode_batch([(bytes([i % 251]) * 100, 0, b"") for i in range(400)])
+    assert len(body) >= ACL_OVERLAP_BODY
+    seq = SignSequence()
+
+    def batch(keys: tuple[str, str], topic: str = "Big", **change: Any) -> RemotingCommand:
+        ext = {"producerGroup": "pg", "topic": topic, "queueId": "0", "sysFlag": "0",
+               "batch": "true", "bornTimestamp": str(int(time.time() * 1000))}  # fmt: skip
+        sign_remoting(ext, body, Credentials(*keys), seq)
+        sent = change.pop("body", body)
+        ext.update(change)
+        return raw_request(broker, RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, ext, sent))
+
+    def stored(topic: str = "Big") -> int:
+        with Admin(namesrv=cluster.namesrv_addr, access_key=ADMIN[0], secret_key=ADMIN[1]) as a:
+            return sum(q["max_offset"] - q["min_offset"] for q in a.topic_status(topic))
+
+    assert batch(PUB_ONLY).code == ResponseCode.SUCCESS
+    assert stored() == 400
+    refused = {
+        "the body changed": batch(PUB_ONLY, body=body[:-1] + b"?"),
+        "a field changed": batch(PUB_ONLY, queueId="1"),
+        "the wrong secret": batch((PUB_ONLY[0], "notTheSecret")),
+        "a broken batch, wrongly signed": batch((PUB_ONLY[0], "nope"), body=b"\0" * 20_000),
+        "no such topic, wrongly signed": batch((PUB_ONLY[0], "nope"), topic="NoSuchTopic"),
+    }
+    for why, answer in refused.items():
+        assert answer.code == ResponseCode.NO_PERMISSION, why
+        assert answer.ext["errorCode"] == "AUTHENTICATION_FAILED", why
+    ext = {"producerGroup": "pg", "topic": "Big", "queueId": "0", "sysFlag": "0",
+           "batch": "true", "bornTimestamp": str(int(time.time() * 1000))}  # fmt: skip
+    sign_remoting(ext, body, Credentials(*PUB_ONLY), seq)
+    cmd = RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, ext, body)
+    assert raw_request(broker, cmd).code == ResponseCode.SUCCESS
+    replayed = raw_request(broker, RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, dict(ext), body))
+    assert replayed.code == ResponseCode.NO_PERMISSION and "replay" in (replayed.remark or "")
+    no_pub = batch(SUB_ONLY)
+    assert no_pub.code == ResponseCode.NO_PERMISSION
+    assert "subOnly1 may not PUB topic Big" in (no_pub.remark or "")
+    assert batch(DENIED, topic="Secret").code == ResponseCode.NO_PERMISSION
+    assert stored() == 800  # the two good batches, nothing of the refused ones
+    with Admin(namesrv=cluster.namesrv_addr, access_key=ADMIN[0], secret_key=ADMIN[1]) as a:
+        assert "NoSuchTopic" not in a.topic_list()  # not auto-created by a refused batch
 
 
 def test_a_broker_without_an_account_cannot_register(

@@ -4,8 +4,10 @@ give RocketMQ's signature on the same inputs, and refuse the same bad ones."""
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import hashlib
 import hmac
+import os
 from types import ModuleType
 from typing import Any
 
@@ -127,3 +129,65 @@ def test_twins_refuse_what_is_not_a_header(twin: ModuleType) -> None:
                                 signer._states)  # fmt: skip
     with pytest.raises(UnicodeEncodeError):
         twin.remoting_signature({"a": "\ud800"}, b"", *keyed)
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=["python", "c"])
+def test_a_signature_begun_is_the_signature(twin: ModuleType) -> None:
+    """``begin_signature`` (the C module: the body hashed on its worker thread) gives
+    ``remoting_signature``'s text for every split of content and body into blocks."""
+    signer = RemotingSigner("SK123456")
+    keyed = (signer._inner, signer._outer, signer._states)
+    for size in (0, 1, 40, 63, 64, 65, 200, 16384, 100_003):
+        body = hashlib.sha512(str(size).encode()).digest() * (size // 64 + 1)
+        body = body[:size]
+        for n in range(0, 140, 3):
+            ext = {"AccessKey": "AK", "a": "x" * n, "Signature": "old"}
+            expected = _rocketmq("SK123456", ext, body)
+            pending = twin.begin_signature(ext, memoryview(body), *keyed)
+            assert pending.result() == expected
+            assert pending.result() == expected  # again: the same text
+    with pytest.raises(TypeError):
+        twin.begin_signature({"a": 1}, b"", *keyed)
+
+
+def test_signatures_begun_at_once_and_dropped_unread() -> None:
+    """Many threads beginning at once (the one worker busy: the caller hashes), and a
+    pending signature dropped before its result (the body is held until hashed)."""
+    assert _sign_c is not None
+    signer = RemotingSigner("SK123456")
+    keyed = (signer._inner, signer._outer, signer._states)
+    bodies = [bytes([i]) * (50_000 + i) for i in range(8)]
+    expected = [_rocketmq("SK123456", {"i": str(i)}, b) for i, b in enumerate(bodies)]
+
+    def sign_all(_: int) -> list[str]:
+        out = []
+        for i, body in enumerate(bodies):
+            _sign_c.begin_signature({"i": "x"}, bytearray(body), *keyed)  # dropped at once
+            out.append(_sign_c.begin_signature({"i": str(i)}, body, *keyed).result())
+        return out
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for got in pool.map(sign_all, range(8)):
+            assert got == expected
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_forked_child_signs_on_its_own_worker() -> None:
+    assert _sign_c is not None
+    signer = RemotingSigner("SK123456")
+    keyed = (signer._inner, signer._outer, signer._states)
+    body = b"b" * 70_000
+    expected = _rocketmq("SK123456", {}, body)
+    assert _sign_c.begin_signature({}, body, *keyed).result() == expected  # the worker runs
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        ok = all(_sign_c.begin_signature({}, body, *keyed).result() == expected for _ in range(3))
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    try:
+        assert os.read(read, 1) == b"1"
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
