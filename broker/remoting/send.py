@@ -30,6 +30,7 @@ from connector.protocol.msgid import encode_host, encode_offset_msg_id, offset_m
 from connector.protocol.properties import decode_properties
 from connector.protocol.remoting import RemotingCommand, ResponseCode, long_send_fields
 from connector.protocol.rest import SendBackRequest
+from connector.server.acl import PendingCheck
 from connector.server.remoting import Channel, Ext
 
 __all__ = ["SendHandlers", "born_host"]
@@ -91,8 +92,12 @@ class SendHandlers:
         ext = Ext(fields)
         sys_flag = ext.number("sysFlag", 0)
         batch = ext.flag("batch")
-        # a plain batch is scanned while its signature is hashed, then admitted; the rest first
-        scan_first = batch and not sys_flag & SysFlag.TRANSACTION_PREPARED
+        # a plain batch whose signature is being hashed is scanned meanwhile, then admitted;
+        # any other request is admitted first (the limit before the batch is decoded)
+        scan_first = (
+            isinstance(verify, PendingCheck) and batch
+            and not sys_flag & SysFlag.TRANSACTION_PREPARED
+        )  # fmt: skip
         if not scan_first:
             admitted()
         topic = ext.text("topic")
@@ -123,7 +128,7 @@ class SendHandlers:
                     topic, queue_id if queue_id >= 0 else None, bytes(body),
                     born_timestamp=born, born_host=self._host(channel),
                     compression=CompressionType.of_sys_flag(sys_flag) if compressed else None,
-                    before_store=admitted,
+                    before_store=admitted if scan_first else None,
                 )  # fmt: skip
             else:
                 outcome = self._single(channel, ext, topic, queue_id, sys_flag, born, body)
