@@ -363,23 +363,33 @@ hmac_here(const uint8_t *states, const Buf *b, uint8_t digest[20])
     finish(h, 64, inner, 20, digest, use_shani);
 }
 
+/* the arguments (ext, body, inner, outer, states) both signature calls take */
+static int
+check_args(PyObject *const *args, Py_ssize_t nargs, const char *name)
+{
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "%s(ext, body, inner, outer, states)", name);
+        return -1;
+    }
+    if (!PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "ext must be a dict");
+        return -1;
+    }
+    if (!PyBytes_Check(args[4]) || PyBytes_GET_SIZE(args[4]) != 40) {
+        PyErr_SetString(PyExc_TypeError, "states must be keyed_states' 40 bytes");
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 k_remoting_signature(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "remoting_signature(ext, body, inner, outer, states)");
+    if (check_args(args, nargs, "remoting_signature") < 0) {
         return NULL;
     }
     PyObject *ext = args[0], *body = args[1], *states = args[4];
-    if (!PyDict_Check(ext)) {
-        PyErr_SetString(PyExc_TypeError, "ext must be a dict");
-        return NULL;
-    }
-    if (!PyBytes_Check(states) || PyBytes_GET_SIZE(states) != 40) {
-        PyErr_SetString(PyExc_TypeError, "states must be keyed_states' 40 bytes");
-        return NULL;
-    }
     Py_ssize_t body_len = PyObject_Size(body);
     if (body_len < 0) {
         return NULL;
@@ -578,19 +588,10 @@ static PyObject *
 k_begin_signature(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "begin_signature(ext, body, inner, outer, states)");
+    if (check_args(args, nargs, "begin_signature") < 0) {
         return NULL;
     }
     PyObject *ext = args[0], *states = args[4];
-    if (!PyDict_Check(ext)) {
-        PyErr_SetString(PyExc_TypeError, "ext must be a dict");
-        return NULL;
-    }
-    if (!PyBytes_Check(states) || PyBytes_GET_SIZE(states) != 40) {
-        PyErr_SetString(PyExc_TypeError, "states must be keyed_states' 40 bytes");
-        return NULL;
-    }
     Pending *j = PyObject_New(Pending, &PendingType);
     if (j == NULL) {
         return NULL;
@@ -632,12 +633,7 @@ k_begin_signature(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (rest > 0) { /* a body too short to fill the block: no thread for it */
         int rc = buf_add(&b, body, (Py_ssize_t)body_len);
         if (rc == 0) {
-            uint32_t h[5];
-            uint8_t inner[20];
-            unpack_state(raw, h);
-            finish(h, 64, (const uint8_t *)b.p, (size_t)b.used, inner, use_shani);
-            unpack_state(j->outer, h);
-            finish(h, 64, inner, 20, j->digest, use_shani);
+            hmac_here(raw, &b, j->digest);
         }
         buf_free(&b);
         if (rc < 0) {
