@@ -332,7 +332,8 @@ class RemotingServer:
     ) -> None:
         """``busy_poll_us``: how long the event loop keeps polling after bytes arrive
         before it sleeps in the kernel (``BusyPoll``); 0: it sleeps at once. ``acl``:
-        every request is checked against it before its handler sees it. ``tls``: the
+        every request is checked against it before its handler acts on it (before the
+        handler runs, but see the module's text on large bodies). ``tls``: the
         listener serves TLS with this context. ``max_connections_per_address``: more
         from one address are closed as they come (0: no limit)."""
         from connector.protocol.remoting import MAX_FRAME_BYTES  # noqa: PLC0415
