@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import struct
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -43,6 +42,7 @@ from broker.store.kernels import (
 )
 from broker.store.mapped_file import MappedFile, MappedFileQueue
 from broker.store.results import AppendResult, PutMessageStatus
+from connector.protocol.hashing import crc32
 from connector.protocol.properties import properties_well_formed
 from connector.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
@@ -219,7 +219,7 @@ class CommitLog:
         pos = mf.wrote_position
         offset = mf.file_from_offset + pos
         head = HEADER.pack(
-            size, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag,
+            size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag,
             queue_offset, offset, msg.sys_flag, msg.born_timestamp, msg.born_host,
             store_timestamp, self.store_host, msg.reconsume_times, 0, len(body),
         )  # fmt: skip
@@ -349,7 +349,7 @@ class CommitLog:
         topics = np.empty((len(names), 3), dtype=np.int64)
         for t, name in enumerate(names):
             tb = self._topic(name)
-            topics[t] = (topic_at, len(tb), zlib.crc32(tb + b"#"))
+            topics[t] = (topic_at, len(tb), crc32(tb + b"#"))
             parts.append(tb)
             topic_at += len(tb)
         if len(names) == 1:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import struct
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ import numpy as np
 from broker.store.files import file_name, parse_file_name
 from broker.store.kernels import index_insert
 from broker.store.mapped_file import MappedFile
-from connector.protocol.hashing import key_hash
+from connector.protocol.hashing import crc32, key_hash
 
 __all__ = ["IndexService", "key_hash"]
 
@@ -221,9 +220,9 @@ class IndexService:
 
     def put_keys_at(self, topic: str, keys: Sequence[str], offset: int, timestamp_ms: int) -> None:
         """Index every key of one record (the single-message path)."""
-        prefix = zlib.crc32(f"{topic}#".encode())
+        prefix = crc32(f"{topic}#".encode())
         for key in keys:
-            h = zlib.crc32(key.encode(), prefix) & 0x7FFFFFFF  # == key_hash(f"{topic}#{key}")
+            h = crc32(key.encode(), prefix) & 0x7FFFFFFF  # == key_hash(f"{topic}#{key}")
             self._writable(offset).put_one(h, offset, timestamp_ms)
 
     def put_hashes(

@@ -19,10 +19,10 @@ Arrays are native-endian int64 / uint8; file fields are big-endian.
 from __future__ import annotations
 
 import re
-import zlib
 
 import numpy as np
 
+from connector.protocol.hashing import crc32
 from connector.protocol.names import NAME_CHARACTER
 from connector.protocol.native import load
 
@@ -126,7 +126,7 @@ def scan_batch(
     key_hashes = block[6 * cap : 6 * cap + key_cap]
     key_msgs = block[6 * cap + key_cap :]
     status, n, nkeys, delayed = _kernels.scan_batch(
-        buf, max_message_size, max_count, zlib.crc32(f"{topic}#".encode()),
+        buf, max_message_size, max_count, crc32(f"{topic}#".encode()),
         starts, body_lens, props_lens, flags, crcs, tags_codes, key_hashes, key_msgs,
     )  # fmt: skip
     if status:

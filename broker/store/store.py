@@ -17,7 +17,6 @@ import operator
 import shutil
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -44,6 +43,7 @@ from broker.store.results import (
 )
 from broker.store.retention import clean_expired_files, disk_used_percent
 from connector.errors import CorruptRecordError, InvalidTopicError, StoreError
+from connector.protocol.hashing import crc32
 from connector.protocol.message import MessageExt
 from connector.protocol.msgid import encode_host
 from connector.protocol.names import validate_topic
@@ -788,7 +788,7 @@ class MessageStore:
         if total != msg.store_size or phys != at or body_len < 0 or HEADER_SIZE + body_len > total:
             raise CorruptRecordError(f"the record at {at} is not the one read", position=at)
         body = memoryview(data)[HEADER_SIZE : HEADER_SIZE + body_len]
-        if zlib.crc32(body) & 0x7FFFFFFF != crc:
+        if crc32(body) & 0x7FFFFFFF != crc:
             raise CorruptRecordError(f"body CRC mismatch at CommitLog offset {at}", position=at)
         return body
 

@@ -14,11 +14,11 @@ TOTALSIZE counts the whole entry (22 + body + properties bytes).
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from connector.errors import MessageIllegalError, MessageTooLargeError
+from connector.protocol.hashing import crc32
 from connector.protocol.properties import properties_well_formed
 from connector.protocol.record import MAX_PROPERTIES_BYTES, MESSAGE_MAGIC_CODE
 
@@ -75,7 +75,7 @@ def encode_batch(entries: Sequence[tuple[bytes, int, bytes]]) -> bytes:
                 f"properties of {len(props)} bytes exceed {MAX_PROPERTIES_BYTES}"
             )
         total = BATCH_ENTRY_OVERHEAD + len(body) + len(props)
-        crc = zlib.crc32(body) & 0x7FFFFFFF
+        crc = crc32(body) & 0x7FFFFFFF
         parts += (
             head(total, MESSAGE_MAGIC_CODE, crc, flag, len(body)),
             body,
@@ -94,7 +94,7 @@ def encode_entry(body: bytes, props: bytes) -> bytes:
         (
             _HEAD.pack(
                 BATCH_ENTRY_OVERHEAD + n + plen, MESSAGE_MAGIC_CODE,
-                zlib.crc32(body) & 0x7FFFFFFF, 0, n,
+                crc32(body) & 0x7FFFFFFF, 0, n,
             ),
             body,
             _PROPLEN.pack(plen),
@@ -145,7 +145,7 @@ def decode_batch(
         if props_len < 0 or body_end + _PROPLEN.size + props_len != pos + total:
             raise MessageIllegalError(f"batch entry {index}: lengths do not add up")
         body = bytes(buf[pos + _HEAD.size : body_end])
-        actual = zlib.crc32(body) & 0x7FFFFFFF
+        actual = crc32(body) & 0x7FFFFFFF
         if magic == 0:  # RocketMQ's clients leave magic and CRC zero (MessageDecoder)
             crc = actual
         elif actual != crc:

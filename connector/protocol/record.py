@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import mmap
 import struct
-import zlib
 from dataclasses import dataclass
 
 from connector.errors import CorruptRecordError, InvalidTopicError
 from connector.protocol.compression import decompress as inflate
+from connector.protocol.hashing import crc32
 from connector.protocol.message import MessageExt, SysFlag
 from connector.protocol.msgid import decode_host, encode_offset_msg_id
 from connector.protocol.names import validate_topic
@@ -87,7 +87,7 @@ OFF_BODYLEN = 84
 
 def body_crc(body: bytes | memoryview) -> int:
     """RocketMQ's ``UtilAll.crc32``: CRC32 masked to a non-negative i32."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return crc32(body) & 0x7FFFFFFF
 
 
 def record_size(body_len: int, topic_len: int, properties_len: int) -> int:
@@ -230,7 +230,7 @@ def check_record(
     (props_len,) = _I16.unpack_from(buf, props_pos)
     if props_len < 0 or props_pos + 2 + props_len != pos + total:
         raise CorruptRecordError("lengths do not add up to TOTALSIZE", position=expected_offset)
-    if check_crc and zlib.crc32(buf[body_start:topic_pos]) & 0x7FFFFFFF != crc:
+    if check_crc and crc32(buf[body_start:topic_pos]) & 0x7FFFFFFF != crc:
         raise CorruptRecordError("body CRC mismatch", position=expected_offset)
     try:
         topic = bytes(buf[topic_pos + 1 : props_pos]).decode("utf-8")
@@ -286,7 +286,7 @@ def decode_record(
         raise CorruptRecordError(f"record size {total} out of range", position=pos)
     body_start = pos + HEADER_SIZE
     body = bytes(buf[body_start : body_start + body_len]) if with_body else b""
-    if with_body and check_crc and zlib.crc32(body) & 0x7FFFFFFF != crc:
+    if with_body and check_crc and crc32(body) & 0x7FFFFFFF != crc:
         raise CorruptRecordError("body CRC mismatch", position=pos)
     topic_pos = body_start + body_len
     topic_len = buf[topic_pos]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import random
 import zlib
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.protocol.hashing import key_hash, tags_code
+from connector.protocol.hashing import crc32, key_hash, tags_code
 
 
 def java_string_hash(s: str) -> int:
@@ -77,3 +78,16 @@ def test_parse_tags() -> None:
     assert parse_tags("A || B ||C") == frozenset({"A", "B", "C"})
     assert parse_tags(None) is None and parse_tags("") is None and parse_tags(" * ") is None
     assert parse_tags("A || *") is None
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 100, 4096, 250_000])
+def test_crc32_is_zlibs(size: int) -> None:
+    # the CRC of records, batch entries, index keys: zlib-ng's where installed, the
+    # same values as zlib's (a log written by either reads back with the other)
+    data = bytes(random.Random(size).getrandbits(8) for _ in range(min(size, 4096))) * (
+        size // 4096 + 1
+    )
+    data = data[:size]
+    assert crc32(data) == zlib.crc32(data)
+    assert crc32(memoryview(data)[1:]) == zlib.crc32(data[1:])
+    assert crc32(data, 12345) == zlib.crc32(data, 12345)  # a running CRC, as index keys use
