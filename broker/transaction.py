@@ -115,6 +115,10 @@ class _Committed:
     messages: int
     manifest: Any
     op_offset: int
+    # decided by this process (not read back from the op queue): every append of its
+    # halves since was made here, and is known (``_applied``, ``_decided``), so none
+    # needs looking for in the log; and its halves as read when deciding (no body)
+    found: dict[int, MessageExt] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +147,8 @@ class TransactionService:
         self._decided: dict[int, tuple[str, int]] = {}  # half offset -> (decision, op offset)
         self._checks: dict[int, int] = {}  # half offset -> times checked back
         self._batches: dict[BatchKey, _Committed] = {}  # batch commits since op_progress
+        # halves appended here whose op record is not written yet (a failure in between)
+        self._applied: set[int] = set()
         self._ops_read = 0  # the op queue read up to here
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -240,9 +246,12 @@ class TransactionService:
             record = {"writer": writer, "batch": batch_id, "halves": offsets,
                       "messages": messages, "manifest": manifest}  # fmt: skip
             op = self._put_op(orjson.dumps(record), _batch_op_key(key), BATCH_COMMIT)
-            self._batches[key] = _Committed(frozenset(offsets), messages, manifest, op)
+            halves_found = {h.queue_offset: h for h in found}
+            self._batches[key] = _Committed(frozenset(offsets), messages, manifest, op,
+                                            halves_found if defer else None)  # fmt: skip
             if not defer:  # the commit point is passed: a crash now is finished on start
-                self._apply_all([h for h in found if h.queue_offset not in self._decided])
+                todo = [h for h in found if h.queue_offset not in self._decided]
+                self._apply_all(todo, fresh=True)
             return BatchCommitResult(False, offsets, messages, manifest)
 
     def _live_half(self, group: str, key: BatchKey, queue_offset: int, phys: int) -> MessageExt:
@@ -290,30 +299,38 @@ class TransactionService:
         if cq is None:
             return
         todo: list[MessageExt] = []
+        found = committed.found
         for offset in sorted(committed.halves):
             if offset in self._decided or offset < self.half_progress:
                 continue
-            entries = cq.get_entries(offset, 1)
-            if len(entries) == 0:
-                continue
-            half = self.store.look_message_by_offset(
-                int(entries["offset"][0]), int(entries["size"][0]), with_body=False
-            )
-            if half is not None and half.queue_offset == offset:
+            half = found.get(offset) if found is not None else None  # read when decided
+            if half is None:
+                entries = cq.get_entries(offset, 1)
+                if len(entries) == 0:
+                    continue
+                half = self.store.look_message_by_offset(
+                    int(entries["offset"][0]), int(entries["size"][0]), with_body=False
+                )
+                if half is None or half.queue_offset != offset:
+                    continue
                 if crashed:
                     log.warning("finishing the commit of half %d (interrupted by a crash)", offset)
-                todo.append(half)
-        self._apply_all(todo)
+            todo.append(half)
+        self._apply_all(todo, fresh=found is not None)
+        if found is not None:
+            found.clear()  # every half appended and recorded: not read again
 
-    def _apply_all(self, halves: Sequence[MessageExt]) -> None:
+    def _apply_all(self, halves: Sequence[MessageExt], *, fresh: bool = False) -> None:
         """Append committed halves, recording them in op records of up to ``_OP_GROUP``
         halves each (RocketMQ 5's comma-separated op bodies), each written after its
         halves' appends: a crash in between leaves appends without their op record,
-        which ``_committed_before`` finds when the commit is finished on start."""
+        which ``_committed_before`` finds when the commit is finished on start.
+        ``fresh``: halves of a key this process decided (``_Committed.found``), whose
+        appends all happened here: not looked for in the log."""
         for at in range(0, len(halves), _OP_GROUP):
             group = halves[at : at + _OP_GROUP]
             for half in group:
-                self._apply(half)
+                self._apply(half, look=not fresh)
             self._write_ops(group, COMMIT)
 
     def _decide(self, half: MessageExt, decision: str) -> EndResult:
@@ -334,28 +351,32 @@ class TransactionService:
         self._checks.pop(offset, None)
         return EndResult(decision, False, offset)
 
-    def _apply(self, half: MessageExt) -> None:
+    def _apply(self, half: MessageExt, *, look: bool = True) -> None:
         """Append what a committed half holds to its real queue (unless a commit a crash
-        cut short did already). A batch half's body (its wire batch) is read from the log
-        here, checked against its CRC, and handed to the batch path uncopied: ``half``
-        may come without it (``with_body=False``)."""
+        cut short did already: ``look`` looks for it in the log; else only appends made
+        by this process are known). A batch half's body (its wire batch) is read from
+        the log here, checked against its CRC, and handed to the batch path uncopied:
+        ``half`` may come without it (``with_body=False``)."""
+        if half.queue_offset in self._applied:
+            return
         topic, queue = _real_queue(half)
         if P.TX_WRITER in half.properties:  # a batch half: its body is a wire batch
             data = self.store.read_body(half)
-            if self._committed_before(half, _first_uniq_key(data)):
+            if look and self._committed_before(half, _first_uniq_key(data)):
                 return
             put = self.store.put_messages(
                 BatchInner(topic, queue, data, born_timestamp=half.born_timestamp,
                            born_host=born_host_of(half))
             )  # fmt: skip
         else:
-            if self._committed_before(half):
+            if look and self._committed_before(half):
                 return
             put = self.store.put_message(_real_message(half))
         if not put.ok:
             raise StoreError(
                 f"committing the half at {half.queue_offset} failed: {put.status.value}"
             )
+        self._applied.add(half.queue_offset)
 
     def _prior(self, half: MessageExt) -> str | None:
         offset = half.queue_offset
@@ -400,6 +421,7 @@ class TransactionService:
         op = self._put_op(body, " ".join(map(_op_key, offsets)), decision)
         for offset in offsets:
             self._decided[offset] = (decision, op)
+            self._applied.discard(offset)
 
     def _put_op(self, body: bytes, key: str, decision: str) -> int:
         """Append an op record; its op queue offset."""

@@ -15,7 +15,7 @@ from broker.store.config import StoreConfig
 from broker.store.inner import MessageInner
 from broker.store.store import MessageStore
 from broker.transaction import COMMIT, ROLLBACK, TransactionService
-from connector.errors import TransactionDecidedError
+from connector.errors import StoreError, TransactionDecidedError
 from connector.protocol.batch import encode_batch
 from connector.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_TOPIC
 from connector.protocol.properties import PropertyKeys as P
@@ -176,6 +176,51 @@ def test_a_deferred_commit_decides_now_and_appends_on_the_next_call_or_start(
         assert len(real_bodies(restarted)) == 4 * PER_HALF  # each once
     finally:
         restarted.shutdown()
+
+
+def test_a_commit_decided_here_and_failed_midway_appends_each_half_once_when_retried(
+    store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The coordinator's halves were read when it decided: its appends do not look in
+    the log for earlier ones (no crash since, so every append was made here). An append
+    that fails between two halves (before their op record) is not made twice when the
+    commit is called again."""
+    monkeypatch.setattr(transaction, "_OP_GROUP", 4)
+    store = open_store(store_dir)
+    try:
+        halves = [batch_half(store, n) for n in range(3)]
+        svc = TransactionService(store, BrokerConfig())
+        svc.load()
+        looked: list[int] = []
+        real_look = svc._committed_before
+
+        def look(half: Any, *args: Any) -> bool:
+            looked.append(half.queue_offset)
+            return real_look(half, *args)
+
+        monkeypatch.setattr(svc, "_committed_before", look)
+        svc.commit_batch("g", "w", 5, halves, defer=True)
+        put = store.put_messages
+        calls = 0
+
+        def failing_third(*args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 3:
+                raise StoreError("disk full")
+            return put(*args, **kwargs)
+
+        monkeypatch.setattr(store, "put_messages", failing_third)
+        with pytest.raises(StoreError):
+            svc.commit_batch("g", "w", 5, [])  # two halves appended, no op record yet
+        assert len(real_bodies(store)) == 2 * PER_HALF
+        assert svc.commit_batch("g", "w", 5, []).already
+        want = sorted(b"h%d-m%d" % (n, i) for n in range(3) for i in range(PER_HALF))
+        assert real_bodies(store) == want  # the first two not again
+        assert {svc.state(q) for q, _ in halves} == {"committed"}
+        assert looked == []
+    finally:
+        store.shutdown()
 
 
 def test_halves_recorded_together_are_found_by_key_once_the_check_pass_moved_on(
