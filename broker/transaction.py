@@ -246,9 +246,8 @@ class TransactionService:
             record = {"writer": writer, "batch": batch_id, "halves": offsets,
                       "messages": messages, "manifest": manifest}  # fmt: skip
             op = self._put_op(orjson.dumps(record), _batch_op_key(key), BATCH_COMMIT)
-            halves_found = {h.queue_offset: h for h in found}
-            self._batches[key] = _Committed(frozenset(offsets), messages, manifest, op,
-                                            halves_found if defer else None)  # fmt: skip
+            kept = {h.queue_offset: h for h in found} if defer else None  # for _finish
+            self._batches[key] = _Committed(frozenset(offsets), messages, manifest, op, kept)
             if not defer:  # the commit point is passed: a crash now is finished on start
                 todo = [h for h in found if h.queue_offset not in self._decided]
                 self._apply_all(todo, fresh=True)

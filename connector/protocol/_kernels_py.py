@@ -17,11 +17,7 @@ from typing import Any
 
 import numpy as np
 
-try:
-    from zlib_ng.zlib_ng import crc32 as _crc32
-except ImportError:  # the same CRC, slower
-    from zlib import crc32 as _crc32
-
+from connector.protocol.hashing import crc32 as _crc32
 from connector.protocol.hashing import tags_code
 
 __all__ = [
