@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCo
 from connector.spark.options import READ_OPTIONS
 from connector.spark_jar import jar_path
 from tests.support.cluster import create_topic
+from tests.support.processes import pinned_port
 
 TOPIC = "JvmT"
 OTHER = "JvmOther"
@@ -219,18 +219,13 @@ def test_errors_found_by_asking_the_cluster(spark: Any, filled: str) -> None:
     assert "no NameServer answered" in error(namesrv="127.0.0.1:1", topic=TOPIC)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_a_broker_restarted_on_its_address_between_reads(
     spark: Any, tmp_path: Path, cluster_env: dict[str, str]
 ) -> None:
     """The executor keeps its connections (planning and reading): after the broker restarts
     on the same address, the next read replaces the ones it closed instead of failing."""
-    pinned = ["--port", str(free_port()), "--http-port", str(free_port())]
+    port = pinned_port()  # REST at port + 4
+    pinned = ["--port", str(port)]
     with LocalCluster(tmp_path, brokers=1, broker_args=pinned, env=cluster_env) as solo:
         ns = solo.namesrv_addr
         create_topic(solo, "JvmRestart", queues=2)

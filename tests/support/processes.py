@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import socket
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,29 @@ def port_open(addr: str) -> bool:
             return True
     except OSError:
         return False
+
+
+def pinned_port(span: int = 5) -> int:
+    """A port free with the ``span`` - 1 above it (a broker's HA and REST ports sit at
+    port + 1 and port + 4), below Linux's ephemeral range (32768-60999), for a server
+    that must restart on the address it had. A port-0 listener had its port taken in
+    the second between stop and restart by another test's outgoing connection or
+    port-0 listener (both draw from the ephemeral range); these ports are not drawn."""
+    for _ in range(200):
+        port = random.randrange(20000, 32768 - span)
+        if all(_bindable(p) for p in range(port, port + span)):
+            return port
+    raise RuntimeError("no free port run found in 20000-32767")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -17,7 +17,7 @@ from connector.local.process import ServerProcess
 from connector.protocol.message import Message
 from connector.protocol.status import PullStatus
 from tests.support.cluster import wait_route
-from tests.support.processes import clean_env
+from tests.support.processes import clean_env, pinned_port
 
 TOPIC = "IdleConnTopic"
 
@@ -55,8 +55,9 @@ def test_calls_after_a_restart_on_the_same_port_go_to_the_new_process(
 ) -> None:
     # every connection counts as idle: the test need not wait STALE_CHECK_IDLE_S
     monkeypatch.setattr(remoting_client, "STALE_CHECK_IDLE_S", 0.0)
-    first = broker(tmp_path, namesrv.addr, 0, 1).start()
-    port = int(first.addr.rpartition(":")[2])
+    # outside the ephemeral range: nothing else takes it while the broker is down
+    port = pinned_port()
+    first = broker(tmp_path, namesrv.addr, port, 1).start()
     second: ServerProcess | None = None
     try:
         with (
