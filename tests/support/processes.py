@@ -1,7 +1,8 @@
 """Real ``pymq namesrv`` / ``pymq broker`` children on loopback, for process-level tests.
 
 Every server listens on port 0 (the ready line carries the real port) and keeps
-its data under a pytest tmp dir. ``Servers`` remembers every process it starts
+its data under a pytest tmp dir; one that must come back on its own address takes
+``pinned_port()`` instead. ``Servers`` remembers every process it starts
 and stops all of them at teardown (the ``servers`` and ``module_servers`` fixtures
 of ``tests.support.fixtures``), whatever the test did.
 """
