@@ -515,7 +515,7 @@ def push_lines(push: dict[str, Any]) -> list[str]:
         return fig[field] if fig is not None and field else fig
 
     rows = [
-        ["backlog, no-op listener, msgs/s (pymq: its defaults, pull_batch_size 32)",
+        ["backlog, no-op listener, msgs/s (pymq: its defaults, pull page 32-1000)",
          show(peer("backlog", "pymq")), show(peer("backlog", "redis")),
          show(peer("backlog", "nats")), show(figs.get("backlog_x_redis"), "x")],
         ["backlog, no-op listener, msgs/s (pymq: pull_batch_size 1000)",

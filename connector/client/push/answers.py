@@ -78,7 +78,7 @@ def running_info(consumer: PushConsumer) -> dict[str, Any]:
             "messageModel": s.message_model,
             "consumeFromWhere": s.consume_from_where,
             "allocate": s.allocate,
-            "pullBatchSize": str(s.pull_batch_size),
+            "pullBatchSize": s.pull_batch_text(),
             "consumeMessageBatchMaxSize": str(s.consume_message_batch_max_size),
             "maxReconsumeTimes": str(s.max_reconsume_times),
         },

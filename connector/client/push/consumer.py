@@ -22,8 +22,11 @@ the connections' reader threads that receive pull answers):
   (bounded) for the batches in the listener, commits its offset, and only then
   is forgotten (orderly: and unlocked on the broker).
 - **Pulls**: one long poll in flight per queue (``pull_async``: no thread per
-  queue); an answer's messages go to the queue's ``ProcessQueue`` and to the
-  consume pool, and the next pull goes out, unless the queue holds more than
+  queue), of ``pull_batch_size`` messages (by default adapted per queue: 32
+  while it is caught up, growing to 1000 while answers leave more behind,
+  ``PushSettings.pull_batch``); an answer's messages go to the queue's
+  ``ProcessQueue`` and to the consume pool, and the next pull goes out, unless
+  the queue holds more than
   ``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue_mib``
   of bodies: then it waits (flow control).
 - **Consumption** (``connector.client.push.consume``): concurrent batches of
@@ -478,17 +481,21 @@ class PushConsumer:
             self._pull_later(mq, pq, offset, _NOT_LOCKED_DELAY_S)
             return
         expression = self.subscriptions.get(mq.topic, "*")
+        if pq.pull_batch is None:
+            pq.pull_batch = s.pull_batch(None, False)
+        asked = pq.pull_batch
 
         def answered(result: PullResult | None, error: BaseException | None) -> None:
             if result is None:
                 log.debug("pulling %s at %d failed: %s", mq, offset, error)
                 self._pull_later(mq, pq, offset, s.pull_time_delay_ms_when_exception / 1000)
                 return
+            pq.pull_batch = s.pull_batch(asked, result.max_offset > result.next_begin_offset)
             self._pulled(mq, pq, offset, result)
 
         try:
             self.puller.pull_async(
-                mq, offset, answered, s.pull_batch_size, tags=expression,
+                mq, offset, answered, asked, tags=expression,
                 wait_ms=s.broker_suspend_max_time_ms,
             )  # fmt: skip
         except PyMQError as exc:

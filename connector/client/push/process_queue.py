@@ -52,6 +52,7 @@ class ProcessQueue:
         self.started: dict[int, float] = {}
         self.parked_offset: int | None = None  # a pull held back by flow control, from here
         self.park_timer = False  # the parked pull's fallback timer is set
+        self.pull_batch: int | None = None  # the next pull's page (None: not pulled yet)
         self._idle = threading.Condition(self._lock)
 
     def advance(self, next_offset: int) -> None:

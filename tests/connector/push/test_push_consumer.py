@@ -164,6 +164,44 @@ def test_failed_batches_inside_one_answer_are_retried_and_the_rest_commits(
         assert {mq: pull.fetch_offset(mq) for mq in ends} == ends
 
 
+def test_a_backlog_is_pulled_in_growing_pages_by_default(cluster: LocalCluster) -> None:
+    """No ``pull_batch_size``: pages grow past RocketMQ's 32 while the queue has more
+    behind them (seen as the listener's batches: a page of a fast listener goes to one
+    consume task, cut into batches of ``consume_message_batch_max_size``); set, it is
+    every pull's page. Every message consumed once either way, offsets committed."""
+    create_topic(cluster, "PushPages", queues=1)
+    total = 3000
+    with Producer(group="push-pages-producer", namesrv=cluster.namesrv_addr) as p:
+        for lo in range(0, total, 500):
+            p.send_batch([Message(topic="PushPages", body=b"m%d" % i) for i in range(lo, lo + 500)])
+
+    def drain(group: str, **kw: Any) -> tuple[int, str]:
+        """The largest listener batch and the running info's pullBatchSize."""
+        seen = Seen()
+        sizes: list[int] = []
+
+        def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+            sizes.append(len(msgs))
+            seen.add(msgs)
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        with consumer(cluster, group, listener, consume_message_batch_max_size=1000, **kw) as c:
+            c.subscribe("PushPages")
+            c.start()
+            wait_until(lambda: len(seen.bodies()) >= total, 60.0, what=f"{total} messages")
+            info = running_info(c)["properties"]["pullBatchSize"]
+        assert sorted(seen.bodies()) == sorted(f"m{i}" for i in range(total)), group
+        with PullConsumer(group=group, namesrv=cluster.namesrv_addr) as pull:
+            mqs = pull.fetch_queues("PushPages")
+            assert sum(pull.fetch_offset(mq) for mq in mqs) == total, group
+        return max(sizes), info
+
+    biggest, info = drain("push-pages-auto")
+    assert biggest > 32 and info == "auto (32-1000)"
+    biggest, info = drain("push-pages-32", pull_batch_size=32)
+    assert biggest <= 32 and info == "32"
+
+
 def test_flow_control_bounds_what_a_queue_holds(cluster: LocalCluster) -> None:
     create_topic(cluster, "PushFlow", queues=1)
     produce(cluster, "PushFlow", [f"m{i}" for i in range(300)])
@@ -292,6 +330,8 @@ def test_bad_settings_are_config_errors() -> None:
         PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, message_model="P2P")
     with pytest.raises(ConfigError, match="allocate"):
         PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, allocate="random")
+    with pytest.raises(ConfigError, match="pull_batch_size"):
+        PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, pull_batch_size=0)
     with pytest.raises(ConfigError, match="consume_timeout_minutes"):
         PushConsumer(group="g", namesrv="127.0.0.1:1", listener=listener, consume_timeout_minutes=0)
     with pytest.raises(ConfigError, match="subscribe"):

@@ -1,5 +1,5 @@
-"""A push consumer's pure state: the process queue's offsets to commit, and the local
-offset file of broadcasting consumers."""
+"""A push consumer's pure state: the process queue's offsets to commit, the local
+offset file of broadcasting consumers, and the adaptive pull page."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 from connector.client.push.offset_store import LocalFileOffsetStore
 from connector.client.push.process_queue import ProcessQueue
+from connector.client.push.settings import PULL_BATCH_MAX, PULL_BATCH_MIN, PushSettings
 from connector.protocol.message import MessageExt, MessageQueue
 
 MQ = MessageQueue("T", "broker-a", 0)
@@ -72,3 +73,23 @@ def test_the_offset_file_survives_a_restart_and_is_replaced_whole(tmp_path: Path
     assert LocalFileOffsetStore(path).read(MQ) == 42
     path.write_text("{not json")  # a file torn by something else: start without it
     assert LocalFileOffsetStore(path).read(MQ) == -1
+
+
+def test_the_adaptive_pull_page_grows_on_a_backlog_and_falls_back_when_caught_up() -> None:
+    s = PushSettings()
+    assert s.pull_batch_size is None and s.pull_batch(None, False) == PULL_BATCH_MIN == 32
+    pages = [s.pull_batch(None, True)]
+    for _ in range(5):  # every answer left more behind it
+        pages.append(s.pull_batch(pages[-1], True))
+    assert pages == [32, 128, 512, PULL_BATCH_MAX, PULL_BATCH_MAX, PULL_BATCH_MAX]
+    assert PULL_BATCH_MAX == 1000
+    assert s.pull_batch(PULL_BATCH_MAX, False) == 32  # caught up: RocketMQ's page again
+    assert s.pull_batch_text() == "auto (32-1000)"
+    # never more than a queue may hold before its pulls pause
+    small = PushSettings(pull_threshold_for_queue=200)
+    assert small.pull_batch(128, True) == 200 and small.pull_batch_text() == "auto (32-200)"
+    assert PushSettings(pull_threshold_for_queue=10).pull_batch(32, True) == 32
+    # set: every pull asks for it, backlog or not
+    fixed = PushSettings(pull_batch_size=7)
+    assert [fixed.pull_batch(a, m) for a, m in ((None, True), (7, True), (7, False))] == [7] * 3
+    assert fixed.pull_batch_text() == "7"
