@@ -24,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Callable, Iterator
+from itertools import repeat
+from operator import attrgetter, is_
 from typing import Any
 
 import numpy as np
@@ -265,6 +267,9 @@ def decode_records(data: bytes, *, check_crc: bool = True) -> list[MessageExt]:
         return pulled_messages(PulledMessage, answer, bodies)
 
 
+_answer_of = attrgetter("_answer")
+
+
 def queue_offsets(msgs: list[MessageExt]) -> list[int]:
     """The queue offsets of ``msgs``, fresh from ``decode_records`` (none set since),
     all of one answer in its order: read from its decoded column, not a message at
@@ -273,7 +278,11 @@ def queue_offsets(msgs: list[MessageExt]) -> list[int]:
     first = msgs[0] if msgs else None
     if type(first) is PulledMessage:
         answer = first._answer
-        if len(msgs) == len(answer) and all(getattr(m, "_answer", None) is answer for m in msgs):
+        try:  # every message of that answer, checked in C
+            same = len(msgs) == len(answer) and all(map(is_, map(_answer_of, msgs), repeat(answer)))
+        except AttributeError:  # a message of another kind among them
+            same = False
+        if same:
             return answer.column("queue_offset")
     return [m.queue_offset for m in msgs]
 

@@ -67,6 +67,8 @@ def test_queue_offsets_of_a_whole_answer_or_any_list() -> None:
     assert queue_offsets(some) == want[1::2]
     mixed = decode_records(data)[:3] + reference(data)[3:]
     assert queue_offsets(mixed) == want
+    two = decode_records(data)[:3] + decode_records(data)[3:]  # as long, of two answers
+    assert queue_offsets(two) == want
 
 
 def test_body_crc_mismatch_is_corrupt() -> None:

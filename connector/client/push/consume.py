@@ -123,23 +123,28 @@ class ConsumeService:
         pq.enter()  # before the dropped check: a queue given up waits for these batches
         try:
             n = self.settings.consume_message_batch_max_size
-            listener, started = self.consumer.listener, pq.started
+            listener, started, monotonic = self.consumer.listener, pq.started, time.monotonic
+            success = ConsumeStatus.CONSUME_SUCCESS
             ctx = ConsumeContext(mq)
             hi = min(hi, len(msgs))
-            t0 = flushed_at = time.monotonic()
+            t0 = flushed_at = monotonic()
             done = i = lo
+            # the loop below runs once a listener call (a message, by default): every
+            # name it reads is a local, and a batch of one is made without a slice
             while i < hi:
                 if pq.dropped:
                     break
-                now = time.monotonic()
+                now = monotonic()
                 if now - flushed_at >= FLUSH_S and done < i:  # before the next call: a
                     self._done(mq, pq, msgs, offsets, done, i)  # slow one holds nothing done
                     done, flushed_at = i, now
-                j = min(i + n, hi)
-                batch = msgs[i:j]
                 if n == 1:
+                    j = i + 1
+                    batch = [msgs[i]]
                     started[offsets[i]] = now
                 else:
+                    j = i + n if i + n < hi else hi
+                    batch = msgs[i:j]
                     started.update(dict.fromkeys(offsets[i:j], now))
                 try:
                     status = listener(batch, ctx)
@@ -147,7 +152,7 @@ class ConsumeService:
                     log.exception("the listener raised on %d message(s) of %s", len(batch), mq)
                     status = ConsumeStatus.RECONSUME_LATER
                 if (
-                    status is not ConsumeStatus.CONSUME_SUCCESS
+                    status is not success
                     and _concurrent_status(status) is ConsumeStatus.RECONSUME_LATER
                 ):
                     self._done(mq, pq, msgs, offsets, done, i)
@@ -156,7 +161,7 @@ class ConsumeService:
                 i = j
             self._done(mq, pq, msgs, offsets, done, i)
             if i > lo:
-                per_batch = (time.monotonic() - t0) / -(-(i - lo) // n)
+                per_batch = (monotonic() - t0) / -(-(i - lo) // n)
                 self._batch_s += (per_batch - self._batch_s) * 0.1
         finally:
             pq.leave()
