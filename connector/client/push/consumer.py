@@ -26,9 +26,8 @@ the connections' reader threads that receive pull answers):
   while it is caught up, growing to 1000 while answers leave more behind,
   ``PushSettings.pull_batch``); an answer's messages go to the queue's
   ``ProcessQueue`` and to the consume pool, and the next pull goes out, unless
-  the queue holds more than
-  ``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue_mib``
-  of bodies: then it waits (flow control).
+  the queue holds more than ``pull_threshold_for_queue`` messages or
+  ``pull_threshold_size_for_queue_mib`` of bodies: then it waits (flow control).
 - **Consumption** (``connector.client.push.consume``): concurrent batches of
   ``consume_message_batch_max_size``, or orderly (one thread a queue, only
   while the broker's lock is held).

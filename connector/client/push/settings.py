@@ -118,15 +118,18 @@ class PushSettings:
             return self.pull_batch_size
         if asked is None or not more_behind:
             return PULL_BATCH_MIN
-        cap = max(PULL_BATCH_MIN, min(PULL_BATCH_MAX, self.pull_threshold_for_queue))
-        return min(cap, asked * PULL_BATCH_GROWTH)
+        return min(self._pull_batch_cap, asked * PULL_BATCH_GROWTH)
 
     def pull_batch_text(self) -> str:
         """``pull_batch_size`` as the running info reports it."""
         if self.pull_batch_size is not None:
             return str(self.pull_batch_size)
-        cap = max(PULL_BATCH_MIN, min(PULL_BATCH_MAX, self.pull_threshold_for_queue))
-        return f"auto ({PULL_BATCH_MIN}-{cap})"
+        return f"auto ({PULL_BATCH_MIN}-{self._pull_batch_cap})"
+
+    @property
+    def _pull_batch_cap(self) -> int:
+        """The adaptive page's largest: no more than a queue may hold before it pauses."""
+        return max(PULL_BATCH_MIN, min(PULL_BATCH_MAX, self.pull_threshold_for_queue))
 
     @property
     def pull_threshold_bytes(self) -> int:
