@@ -480,9 +480,7 @@ class PushConsumer:
             self._pull_later(mq, pq, offset, _NOT_LOCKED_DELAY_S)
             return
         expression = self.subscriptions.get(mq.topic, "*")
-        if pq.pull_batch is None:
-            pq.pull_batch = s.pull_batch(None, False)
-        asked = pq.pull_batch
+        asked = pq.pull_batch or s.pull_batch(None, False)
 
         def answered(result: PullResult | None, error: BaseException | None) -> None:
             if result is None:
