@@ -8,7 +8,11 @@ socket and a lone caller); from the first time two callers wait at once,
 the first asynchronous request (a callback instead of a waiting caller),
 or when the client takes requests from the server
 (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE: ``on_request``), a
-reader thread of the connection reads for good.
+reader thread of the connection reads for good. Callbacks (and the server's
+requests) run on that thread; one that holds it over ``STALL_S`` (a push
+consumer's listener, a slow ``send_async`` callback) has the reading taken
+over by a new reader thread, so the other answers of the connection do not
+wait for it.
 
 ``RemotingClient`` keeps one connection per address, shared by every thread
 of a client (RocketMQ's NettyRemotingClient channel table), and replaces a
@@ -54,13 +58,22 @@ from connector.protocol.remoting import (
     frame_prefix,
 )
 
-__all__ = ["DEFAULT_BUSY_POLL_US", "RemotingClient", "RemotingConnection", "split_addr"]
+__all__ = [
+    "DEFAULT_BUSY_POLL_US",
+    "STALL_S",
+    "RemotingClient",
+    "RemotingConnection",
+    "split_addr",
+]
 
 log = logging.getLogger(__name__)
 
 _RECV = 256 * 1024
 _RECV_LARGE = 4 * 1024 * 1024
 _READ_SLICE_S = 0.05  # a reader checks its deadline (and whether to hand over) this often
+# a callback (or a server request's handler) that holds a connection's reader thread this
+# long gets the reading taken from it: a new reader thread reads the other answers
+STALL_S = 0.05
 _SMALL_BODY = 16 * 1024  # below this a frame is joined into one bytes before sending
 # a connection unused this long is checked (a peek, one syscall) before it is used again
 STALE_CHECK_IDLE_S = 1.0
@@ -123,9 +136,11 @@ class _Call:
 
 
 class Timeouts:
-    """Fails async requests that were not answered in time: one thread a client,
-    started with the first such request, waking every ``TICK_S`` (RocketMQ scans its
-    response table every second; this is finer, and as cheap while nothing is due)."""
+    """Fails async requests that were not answered in time, and takes the reading from
+    a reader thread held up by a callback (``RemotingConnection.take_over_if_stalled``):
+    one thread a client, started with the first such request or reader thread, waking
+    every ``TICK_S`` (RocketMQ scans its response table every second; this is finer,
+    and as cheap while nothing is due)."""
 
     TICK_S = 0.01
 
@@ -135,16 +150,29 @@ class Timeouts:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._readers: set[RemotingConnection] = set()  # connections with a reader thread
 
     def watch(self, conn: RemotingConnection, opaque: int, code: int, timeout_s: float) -> None:
         entry = (time.monotonic() + timeout_s, next(self._seq), opaque, conn, code, timeout_s)
         with self._lock:
             heapq.heappush(self._heap, entry)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="pymq-remoting-timeouts", daemon=True
-                )
-                self._thread.start()
+            self._start()
+
+    def guard(self, conn: RemotingConnection, on: bool) -> None:
+        """Look after ``conn``'s reader thread (``on``) or no longer."""
+        with self._lock:
+            if on:
+                self._readers.add(conn)
+                self._start()
+            else:
+                self._readers.discard(conn)
+
+    def _start(self) -> None:  # under _lock
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="pymq-remoting-timeouts", daemon=True
+            )
+            self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(self.TICK_S):
@@ -153,8 +181,11 @@ class Timeouts:
             with self._lock:
                 while self._heap and self._heap[0][0] <= now:
                     due.append(heapq.heappop(self._heap))
+                readers = list(self._readers) if self._readers else ()
             for _, _, opaque, conn, code, timeout_s in due:
                 conn.expire(opaque, code, timeout_s)
+            for conn in readers:
+                conn.take_over_if_stalled(now)
 
     def close(self) -> None:
         self._stop.set()
@@ -229,6 +260,8 @@ class RemotingConnection:
         self._read_lock = threading.Lock()  # held by whoever reads the socket now
         self._reader: threading.Thread | None = None
         self._reader_lock = threading.Lock()
+        # when the reader thread called the callback it is in now (0.0: none)
+        self._callback_since = 0.0
         if on_request is not None:  # the server may call at any time: always read
             self.start_reader()
 
@@ -250,10 +283,34 @@ class RemotingConnection:
         an async request registered before this call is always read."""
         with self._reader_lock:
             if self._reader is None:
-                self._reader = threading.Thread(
-                    target=self._read_loop, name=f"pymq-remoting-{self.addr}", daemon=True
-                )
-                self._reader.start()
+                self._new_reader()
+
+    def _new_reader(self) -> None:  # under _reader_lock
+        self._reader = threading.Thread(
+            target=self._read_loop, name=f"pymq-remoting-{self.addr}", daemon=True
+        )
+        self._reader.start()
+        if self.timeouts is not None:
+            self.timeouts.guard(self, True)
+
+    def take_over_if_stalled(self, now: float) -> None:
+        """The timer's look at the reader thread: if a callback (a ``send_async``
+        callback, a push consumer's listener run on it, a server request's handler) has
+        held it for over ``STALL_S``, a new reader thread reads from now on; the old one
+        ends once its callback returns, without reading again. Answers of other requests
+        (sends, heartbeats) are not held up behind a slow callback for longer."""
+        since = self._callback_since
+        if not since or now - since < STALL_S or self.closed:
+            return
+        with self._reader_lock:
+            if self._callback_since != since or self._reader is None or self.closed:
+                return
+            self._callback_since = 0.0
+            log.debug(
+                "a callback has held the reader of %s for %.0f ms: a new thread reads",
+                self.addr, (now - since) * 1000,
+            )  # fmt: skip
+            self._new_reader()
 
     # -- requests ----------------------------------------------------------------------
 
@@ -459,10 +516,11 @@ class RemotingConnection:
             self.close(RemotingError(f"{self.addr} closed the connection"))
         return data
 
-    def _read_some(self, flags: int = 0) -> bool:
+    def _read_some(self, flags: int = 0, reader: threading.Thread | None = None) -> bool:
         """One recv (at most a read slice long; with ``MSG_DONTWAIT`` in ``flags``, none)
         and the frames it completes, each answer handed to its caller; False if nothing
-        came. Read lock held."""
+        came. Read lock held; by the reader thread ``reader``, it is let go around each
+        callback (``_guarded``), and not held on return if another reader took over."""
         # the rest of a large frame (a big pull answer) in as few pieces as it comes
         data = self._recv(min(max(_RECV, self._decoder.missing), _RECV_LARGE), flags)
         if not data:
@@ -480,28 +538,68 @@ class RemotingConnection:
         for cmd in commands:
             if cmd.is_response:
                 call = self._calls.pop(cmd.opaque, None)
-                if call is not None:
+                if call is None:
+                    continue
+                if call.callback is None or reader is None:
                     call.done(cmd, None)
+                else:
+                    reader = self._guarded(reader, call.done, cmd, None)
             elif self._on_request is not None:
-                try:
-                    self._on_request(self, cmd)
-                except Exception:  # a defect in a handler: logged, the connection goes on
-                    log.exception("handling request code %d from %s failed", cmd.code, self.addr)
+                if reader is None:
+                    self._handle(cmd)
+                else:
+                    reader = self._guarded(reader, self._handle, cmd)
         return True
 
+    def _handle(self, cmd: RemotingCommand) -> None:
+        assert self._on_request is not None
+        try:
+            self._on_request(self, cmd)
+        except Exception:  # a defect in a handler: logged, the connection goes on
+            log.exception("handling request code %d from %s failed", cmd.code, self.addr)
+
+    def _guarded(
+        self, reader: threading.Thread, fn: Callable[..., None], *args: object
+    ) -> threading.Thread | None:
+        """``fn(*args)`` on the reader thread with the read lock let go, so that the timer
+        can hand the reading to a new thread if it takes over ``STALL_S``
+        (``take_over_if_stalled``). ``reader`` again if it still reads (the lock is
+        held again), None if it was replaced (the lock is the new reader's now)."""
+        self._callback_since = time.monotonic()
+        self._read_lock.release()
+        try:
+            fn(*args)
+        finally:
+            with self._reader_lock:
+                if self._reader is reader:
+                    self._callback_since = 0.0
+                    self._read_lock.acquire()  # nobody else takes it while we are reader
+                    still: threading.Thread | None = reader
+                else:
+                    still = None
+        return still
+
     def _read_loop(self) -> None:
-        with self._read_lock:
-            while not self.closed:
-                if self._read_some() or self._on_request is not None:
+        me = threading.current_thread()
+        self._read_lock.acquire()
+        while not self.closed:
+            if self._read_some(reader=me):
+                if self._reader is not me:  # a callback overran: another thread reads now
+                    return
+                continue
+            if self._on_request is not None:
+                continue
+            # a quiet slice with no request in flight: callers read for themselves
+            # again (with one in flight, e.g. long polls of several threads, this
+            # thread stays rather than be started again by the next waiter)
+            with self._reader_lock:
+                if self._calls:
                     continue
-                # a quiet slice with no request in flight: callers read for themselves
-                # again (with one in flight, e.g. long polls of several threads, this
-                # thread stays rather than be started again by the next waiter)
-                with self._reader_lock:
-                    if self._calls:
-                        continue
-                    self._reader = None
-                break
+                self._reader = None
+                if self.timeouts is not None:
+                    self.timeouts.guard(self, False)
+            break
+        self._read_lock.release()
         for call in list(self._calls.values()):  # sync callers waiting on this thread
             if call.lock is not None and not call.finished:
                 call.wake()
@@ -513,6 +611,8 @@ class RemotingConnection:
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
+        if self.timeouts is not None:
+            self.timeouts.guard(self, False)
         err = error or RemotingError(f"the connection to {self.addr} was closed")
         calls, self._calls = self._calls, {}
         for call in calls.values():

@@ -300,7 +300,8 @@ class PullConsumer:
         goes out and this returns; ``callback(result, error)`` runs once, on the
         connection's reader thread, with the ``PullResult`` (messages decoded, or
         undecoded in ``records`` with ``records=True``) or the error (a timeout after
-        ``timeout_ms`` + ``wait_ms``). Keep it short: other answers wait behind it.
+        ``timeout_ms`` + ``wait_ms``). Keep it short: other answers wait behind it
+        (for ``connection.STALL_S`` at most: then another thread reads them).
         It may pull again: a consumer that re-pulls from its callback keeps a long
         poll on every queue with no thread of its own, and reads each answer on the
         thread that received it. No read-ahead. Raises (nothing sent) when the

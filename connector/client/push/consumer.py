@@ -534,12 +534,18 @@ class PushConsumer:
             pq.put(msgs, offsets)
             pq.advance(nxt)
             assert self._consume is not None
-            if self._consume.submit(mq, pq, msgs, offsets):
+            behind = res.max_offset > nxt
+            if behind:  # the next page is on its way while this one is consumed
+                self._pull_later(mq, pq, nxt, 0)
+            # a fast listener is called right here (see ConsumeService.submit)
+            if self._consume.submit(mq, pq, msgs, offsets, here=True):
                 # a consume thread was woken for them: let it have the GIL now, before
                 # this thread makes the next pull (whose answer the broker holds for a
                 # long poll anyway): at 5,000 msgs/s the listener saw an answer 90-105
                 # us after it came, not 135-160 (benchmarks/push_bench.py's e2e)
                 time.sleep(0)
+            if behind:
+                return
         elif res.status is PullStatus.OFFSET_ILLEGAL:
             log.warning("%s: offset %d illegal, going on from %d", mq, offset, nxt)
             self.offsets.update(mq, nxt, increase_only=False)

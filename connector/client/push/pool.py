@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 __all__ = ["ConsumePool", "Task"]
 
 log = logging.getLogger(__name__)
-Task = Callable[[], None]
+Task = Callable[[], object]
 
 
 class ConsumePool:
@@ -59,7 +59,7 @@ class ConsumePool:
                     woke = True
         return woke
 
-    def submit(self, fn: Callable[..., None], *args: object) -> bool:
+    def submit(self, fn: Callable[..., object], *args: object) -> bool:
         return self.submit_all([lambda: fn(*args)])
 
     def idle(self) -> int:

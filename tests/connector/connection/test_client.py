@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from connector.client.connection import RemotingClient, RemotingConnection
+from connector.client.connection import STALL_S, RemotingClient, RemotingConnection
 from connector.errors import ConfigError, RemotingError, RemotingTimeoutError, TopicNotExistError
 from connector.protocol.remoting import RemotingCommand, RequestCode, ResponseCode
 from connector.server.remoting import Channel, RemotingServer
@@ -289,6 +289,45 @@ def test_a_background_call_never_starts_the_reader_thread(
     assert conn._reader is None
     echo(conn, b"still read by its caller")
     assert conn._reader is None
+
+
+def test_a_callback_that_holds_the_reader_does_not_hold_the_other_answers(
+    server: LoopServer,
+) -> None:
+    """An async answer's callback that runs long (a push consumer's listener, a
+    send_async callback) has the reading taken from it after STALL_S: a sync call and
+    an async one on the same connection are answered meanwhile; the old reader ends
+    once its callback returns, without reading again."""
+    client = RemotingClient()
+    try:
+        conn = client.connection(server.addr)
+        entered, release = threading.Event(), threading.Event()
+        stuck: list[threading.Thread] = []
+
+        def slow(resp: RemotingCommand | None, error: BaseException | None) -> None:
+            stuck.append(threading.current_thread())
+            entered.set()
+            assert release.wait(LONG_S)
+
+        conn.invoke_async(RemotingCommand(ECHO, {}, b"slow"), slow, LONG_S)
+        assert entered.wait(WAIT_S)
+        assert stuck[0].name.startswith("pymq-remoting-")  # the reader thread
+        t0 = time.monotonic()
+        echo(conn, b"while a callback holds the first reader", timeout_s=WAIT_S)
+        waited = time.monotonic() - t0
+        also = threading.Event()
+        conn.invoke_async(RemotingCommand(ECHO, {}, b"async"), lambda r, e: also.set(), LONG_S)
+        assert also.wait(WAIT_S)
+        assert not release.is_set() and stuck[0].is_alive()  # still in its callback
+        assert conn._reader is not stuck[0]
+        assert STALL_S <= waited < STALL_S + 1.0, waited
+        release.set()
+        stuck[0].join(WAIT_S)
+        assert not stuck[0].is_alive()
+        echo(conn, b"one reader again")
+        assert not conn.closed and len(server.channels()) == 1
+    finally:
+        client.close()
 
 
 # -- timeouts ------------------------------------------------------------------------------------

@@ -202,6 +202,62 @@ def test_a_backlog_is_pulled_in_growing_pages_by_default(cluster: LocalCluster) 
     assert biggest <= 32 and info == "32"
 
 
+def test_a_fast_listener_is_called_on_the_reader_thread_and_a_slow_one_holds_no_answer(
+    cluster: LocalCluster,
+) -> None:
+    """A fast listener is called on the connection's reader thread that read the answer
+    (no hand-over to a consume thread). A listener that blocks there does not hold up
+    the other answers of that connection: a producer of the same process (the same
+    client instance and connection) sends to the blocked queue's broker meanwhile; and
+    once the listener is known to be slow it runs on the consume threads."""
+    create_topic(cluster, "PushInline", queues=1)
+    produce(cluster, "PushInline", [f"m{i}" for i in range(200)])
+    seen = Seen()
+    threads: list[str] = []
+
+    def fast(msgs: list[Any], context: Any) -> ConsumeStatus:
+        threads.append(threading.current_thread().name)
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(cluster, "push-inline-fast", fast) as c:
+        c.subscribe("PushInline")
+        c.start()
+        wait_until(lambda: len(seen.bodies()) >= 200, 60.0, what="200 messages")
+    assert sorted(seen.bodies()) == sorted(f"m{i}" for i in range(200))
+    assert threads and all(t.startswith("pymq-remoting-") for t in threads), set(threads)
+
+    seen, threads = Seen(), []
+    gate, entered = threading.Event(), threading.Event()
+    blocked: list[MessageQueue] = []
+
+    def blocking(msgs: list[Any], context: Any) -> ConsumeStatus:
+        if not entered.is_set():
+            blocked.append(context.queue)
+            entered.set()
+            assert gate.wait(60.0)
+        threads.append(threading.current_thread().name)
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with (
+        consumer(cluster, "push-inline-slow", blocking) as c,
+        Producer(group="push-inline-producer", namesrv=cluster.namesrv_addr) as p,
+    ):
+        c.subscribe("PushInline")
+        c.start()
+        assert entered.wait(30.0)
+        assert c.instance is p.instance  # one client instance: the same connections
+        t0 = time.monotonic()
+        sent = p.send(Message(topic="PushInline", body=b"late"), queue=blocked[0])
+        took = time.monotonic() - t0
+        gate.set()
+        wait_until(lambda: len(seen.bodies()) >= 201, 60.0, what="201 messages")
+    assert sent.status.value == "SEND_OK" and took < 2.0, took
+    assert sorted(seen.bodies()) == sorted([f"m{i}" for i in range(200)] + ["late"])
+    assert any(t.startswith("pymq-consume-") for t in threads), set(threads)
+
+
 def test_flow_control_bounds_what_a_queue_holds(cluster: LocalCluster) -> None:
     create_topic(cluster, "PushFlow", queues=1)
     produce(cluster, "PushFlow", [f"m{i}" for i in range(300)])
