@@ -8,13 +8,15 @@
  * tuples and dicts of plain values out of its lists the same way (_PyTuple_MaybeUntrack,
  * _PyDict_MaybeUntrack).
  *
- * Public C API only. An untracked object is still reference counted and freed as usual;
+ * Public C API only (pulled_messages reads its class's slot offsets from their member
+ * descriptors, as CPython's own slot access does). An untracked object is still reference counted and freed as usual;
  * the one thing lost is the collection of a reference cycle through it, which is why
  * callers untrack only objects that cannot be in one and track them again the moment
  * they could.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h> /* T_OBJECT_EX, READONLY: the slots pulled_messages sets */
 
 static PyObject *str_answer, *str_i, *str_body;  /* interned slot names */
 
@@ -38,24 +40,76 @@ gctrack_track(PyObject *module, PyObject *obj)
     Py_RETURN_NONE;
 }
 
-/* pulled_messages(cls, answer, bodies): for each body, an untracked cls object made by
- * cls.__new__ (not __init__) with its slots _answer, _i and body set as object.__setattr__
- * sets them (so a __setattr__ of cls that tracks its object again is not called). */
+/* The offset in cls's objects of its __slots__ member ``name`` (an object slot that may be
+ * set), -1 with a TypeError (or the AttributeError of a missing name) otherwise. */
+static Py_ssize_t
+slot_offset(PyTypeObject *type, PyObject *name)
+{
+    PyObject *descr = PyObject_GetAttr((PyObject *)type, name);
+    if (descr == NULL) {
+        return -1;
+    }
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY)) {
+            offset = member->offset;
+        }
+    }
+    Py_DECREF(descr);
+    if (offset < 0) {
+        PyErr_Format(PyExc_TypeError, "pulled_messages: %U is not a slot of %s", name,
+                     type->tp_name);
+    }
+    return offset;
+}
+
+/* Store ``value`` (a new reference, stolen) in obj's slot at ``offset``. */
+static inline void
+set_slot(PyObject *obj, Py_ssize_t offset, PyObject *value)
+{
+    PyObject **slot = (PyObject **)((char *)obj + offset);
+    Py_XSETREF(*slot, value);
+}
+
+/* pulled_messages(cls, answer, data, starts, ends, inflated): for each record i, an
+ * untracked cls object made by cls.__new__ (not __init__), its slots set directly (so a
+ * __setattr__ of cls that tracks its object again is not called): _answer = answer,
+ * _i = i, body = inflated[i] if i is a key of the dict inflated, else data[starts[i]:
+ * ends[i]]. Checks: cls a type whose _answer, _i and body are object slots, data bytes,
+ * starts and ends lists of as many ints, each slice within data. */
 static PyObject *
 gctrack_pulled_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 3 || !PyType_Check(args[0]) || !PyList_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "pulled_messages(cls, answer, bodies: list)");
+    if (nargs != 6 || !PyType_Check(args[0]) || !PyBytes_Check(args[2]) || !PyList_Check(args[3])
+        || !PyList_Check(args[4]) || !PyDict_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "pulled_messages(cls, answer, data: bytes, starts: list, ends: list, "
+                        "inflated: dict)");
         return NULL;
     }
     PyTypeObject *type = (PyTypeObject *)args[0];
-    PyObject *answer = args[1], *bodies = args[2];
+    PyObject *answer = args[1], *data = args[2], *starts = args[3], *ends = args[4];
+    PyObject *inflated = args[5];
+    Py_ssize_t n = PyList_GET_SIZE(starts);
+    if (PyList_GET_SIZE(ends) != n) {
+        PyErr_SetString(PyExc_ValueError, "pulled_messages: starts and ends differ in length");
+        return NULL;
+    }
     if (type->tp_new == NULL) {
         PyErr_SetString(PyExc_TypeError, "pulled_messages: the class cannot be instantiated");
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(bodies);
+    Py_ssize_t at_answer = slot_offset(type, str_answer);
+    Py_ssize_t at_i = at_answer < 0 ? -1 : slot_offset(type, str_i);
+    Py_ssize_t at_body = at_i < 0 ? -1 : slot_offset(type, str_body);
+    if (at_body < 0) {
+        return NULL;
+    }
+    const char *buf = PyBytes_AS_STRING(data);
+    Py_ssize_t size = PyBytes_GET_SIZE(data);
+    int any_inflated = PyDict_GET_SIZE(inflated) > 0;
     PyObject *empty = PyTuple_New(0);
     if (empty == NULL) {
         return NULL;
@@ -66,22 +120,47 @@ gctrack_pulled_messages(PyObject *module, PyObject *const *args, Py_ssize_t narg
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *obj = type->tp_new(type, empty, NULL);
-        if (obj == NULL) {
+        Py_ssize_t start = PyLong_AsSsize_t(PyList_GET_ITEM(starts, i));
+        Py_ssize_t end = PyLong_AsSsize_t(PyList_GET_ITEM(ends, i));
+        if ((start == -1 || end == -1) && PyErr_Occurred()) {
             goto fail;
         }
-        PyList_SET_ITEM(out, i, obj);  /* the list owns it from here */
+        if (start < 0 || end < start || end > size) {
+            PyErr_Format(PyExc_ValueError, "pulled_messages: record %zd's body [%zd:%zd] is "
+                         "outside the %zd bytes", i, start, end, size);
+            goto fail;
+        }
         PyObject *index = PyLong_FromSsize_t(i);
         if (index == NULL) {
             goto fail;
         }
-        int bad = PyObject_GenericSetAttr(obj, str_answer, answer) < 0
-                  || PyObject_GenericSetAttr(obj, str_i, index) < 0
-                  || PyObject_GenericSetAttr(obj, str_body, PyList_GET_ITEM(bodies, i)) < 0;
-        Py_DECREF(index);
-        if (bad) {
+        PyObject *body = NULL;
+        if (any_inflated) {
+            body = PyDict_GetItemWithError(inflated, index);  /* borrowed */
+            if (body == NULL && PyErr_Occurred()) {
+                Py_DECREF(index);
+                goto fail;
+            }
+            Py_XINCREF(body);
+        }
+        if (body == NULL) {
+            body = PyBytes_FromStringAndSize(buf + start, end - start);
+            if (body == NULL) {
+                Py_DECREF(index);
+                goto fail;
+            }
+        }
+        PyObject *obj = type->tp_new(type, empty, NULL);
+        if (obj == NULL) {
+            Py_DECREF(index);
+            Py_DECREF(body);
             goto fail;
         }
+        PyList_SET_ITEM(out, i, obj);  /* the list owns it from here */
+        Py_INCREF(answer);
+        set_slot(obj, at_answer, answer);
+        set_slot(obj, at_i, index);
+        set_slot(obj, at_body, body);
         if (PyObject_IS_GC(obj) && PyObject_GC_IsTracked(obj)) {
             PyObject_GC_UnTrack(obj);
         }
@@ -100,8 +179,9 @@ static PyMethodDef gctrack_methods[] = {
     {"track", gctrack_track, METH_O,
      "track(obj): the cyclic collector traverses obj again (no-op if tracked)."},
     {"pulled_messages", (PyCFunction)(void (*)(void))gctrack_pulled_messages, METH_FASTCALL,
-     "pulled_messages(cls, answer, bodies): untracked cls objects, one a body, made without "
-     "__init__: _answer=answer, _i=index, body=body."},
+     "pulled_messages(cls, answer, data, starts, ends, inflated): untracked cls objects, one "
+     "a record, made without __init__: _answer=answer, _i=index, body=inflated.get(index) "
+     "or data[starts[index]:ends[index]]."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -6,4 +6,12 @@ _T = TypeVar("_T")
 
 def untrack(obj: object, /) -> None: ...
 def track(obj: object, /) -> None: ...
-def pulled_messages(cls: type[_T], answer: Any, bodies: list[bytes], /) -> list[_T]: ...
+def pulled_messages(
+    cls: type[_T],
+    answer: Any,
+    data: bytes,
+    starts: list[int],
+    ends: list[int],
+    inflated: dict[int, bytes],
+    /,
+) -> list[_T]: ...

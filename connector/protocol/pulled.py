@@ -120,14 +120,6 @@ class _Answer:
             self._props = (self.props_at[0].tolist(), self.props_at[1].tolist())
         return self._props
 
-    def body_list(self) -> list[bytes]:
-        """Every record's body (inflated where the producer compressed it)."""
-        data = self.data
-        out = [data[start:end] for start, end in zip(self.body_start, self.body_end, strict=True)]
-        for i, inflated in self.bodies.items():
-            out[i] = inflated
-        return out
-
     def column(self, name: str) -> list[Any]:
         values = self._lists.get(name)
         if values is None:
@@ -262,9 +254,10 @@ def decode_records(data: bytes, *, check_crc: bool = True) -> list[MessageExt]:
     if not data:
         return []
     answer = _Answer(data, check_crc=check_crc)
-    bodies = answer.body_list()
-    with _no_collection():
-        return pulled_messages(PulledMessage, answer, bodies)
+    with _no_collection():  # each body cut out of the bytes (or inflated) as it is made
+        return pulled_messages(
+            PulledMessage, answer, answer.data, answer.body_start, answer.body_end, answer.bodies
+        )
 
 
 _answer_of = attrgetter("_answer")

@@ -62,7 +62,18 @@ except ImportError:  # installed without a C compiler
     def _keep(obj: object, /) -> None:
         """Every object stays as the interpreter made it: tracked."""
 
-    def _made(cls: type[_T], answer: Any, bodies: list[bytes], /) -> list[_T]:
+    def _made(
+        cls: type[_T],
+        answer: Any,
+        data: bytes,
+        starts: list[int],
+        ends: list[int],
+        inflated: dict[int, bytes],
+        /,
+    ) -> list[_T]:
+        bodies = [data[start:end] for start, end in zip(starts, ends, strict=True)]
+        for i, body in inflated.items():
+            bodies[i] = body
         return [cls(answer, i, body) for i, body in enumerate(bodies)]  # type: ignore[call-arg]
 
     track = untrack = _keep

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import gc
 import pickle
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -136,9 +137,9 @@ def test_the_collector_is_held_back_only_while_messages_are_made(
     seen: list[bool] = []
     make = pulled.pulled_messages
 
-    def spy(cls: type[PulledMessage], answer: object, bodies: list[bytes]) -> list[PulledMessage]:
+    def spy(cls: type[PulledMessage], answer: object, *columns: Any) -> list[PulledMessage]:
         seen.append(gc.isenabled())
-        return make(cls, answer, bodies)
+        return make(cls, answer, *columns)
 
     monkeypatch.setattr(pulled, "pulled_messages", spy)
     assert gc.isenabled()

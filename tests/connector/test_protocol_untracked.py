@@ -165,13 +165,25 @@ def test_a_pulled_message_that_refers_to_itself_is_collected() -> None:
     assert collected(ref)
 
 
-def test_pulled_messages_checks_its_arguments() -> None:
+def test_pulled_messages_cuts_the_bodies_and_checks_its_arguments() -> None:
+    data = b"0123456789"
+    made = pulled_messages(PulledMessage, None, data, [0, 2, 5], [2, 5, 10], {1: b"inflated"})
+    assert [(m._i, m.body) for m in made] == [(0, b"01"), (1, b"inflated"), (2, b"56789")]
+    assert not any(gc.is_tracked(m) for m in made) or not COMPILED
+    assert pulled_messages(PulledMessage, None, data, [], [], {}) == []
+    with pytest.raises(TypeError):  # not a list
+        pulled_messages(PulledMessage, None, data, (0,), [1], {})  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        pulled_messages(PulledMessage, None, (b"a",))  # type: ignore[arg-type]  # not a list
-    with pytest.raises(TypeError):
-        pulled_messages("PulledMessage", None, [b"a"])  # type: ignore[arg-type]
-    with pytest.raises(AttributeError):  # a slot the class does not have
-        pulled_messages(SendResult, None, [b"a"])
+        pulled_messages("PulledMessage", None, data, [0], [1], {})  # type: ignore[arg-type]
+    with pytest.raises((AttributeError, TypeError)):  # slots the class does not have
+        pulled_messages(SendResult, None, data, [0], [1], {})
+    with pytest.raises(ValueError):  # a different number of starts and ends
+        pulled_messages(PulledMessage, None, data, [0, 1], [1], {})
+    if COMPILED:  # the compiled one checks each slice against the bytes
+        with pytest.raises(ValueError):
+            pulled_messages(PulledMessage, None, data, [4], [11], {})
+        with pytest.raises(ValueError):
+            pulled_messages(PulledMessage, None, data, [5], [4], {})
 
 
 def test_messages_stay_out_and_a_subclass_stays_tracked() -> None:

@@ -1,11 +1,11 @@
 """How a push consumer calls its listener: concurrently or orderly (RocketMQ's
 ConsumeMessageConcurrentlyService / ConsumeMessageOrderlyService).
 
-Concurrent: the answer of a fast listener (all its batches within
-``INLINE_S``, by the listener's times so far) is consumed on the connection's
-reader thread that decoded it, right away: no thread hand-over, and a page
-read and consumed on one thread costs less than on two (on a backlog with a
-no-op listener, 40-60 % more messages a second). What is not done by
+Concurrent: a fast listener (a batch within ``INLINE_BATCH_S`` on average,
+by its times so far) is called on the connection's reader thread that
+decoded the answer, right away: no thread hand-over, and a page read and
+consumed on one thread costs less than on two (on a backlog with a no-op
+listener, 40-60 % more messages a second). What is not done after
 ``INLINE_S`` goes to the pool, and a listener call that holds the reader
 thread over ``connection.STALL_S`` has the reading taken over by a new
 thread, so other answers on that connection (sends, heartbeats) are not
@@ -57,8 +57,10 @@ __all__ = ["ConsumeService"]
 log = logging.getLogger(__name__)
 RECONSUME_LOCALLY_DELAY_S = 5.0
 TASK_S = 0.001  # listener time a consume task is cut to hold, about
-# a fast listener's answer is consumed on the connection's reader thread up to this long
-INLINE_S = 0.005
+# a listener whose batches take under this on average is called on the connection's
+# reader thread, for INLINE_S of an answer at most (the rest goes to the pool)
+INLINE_BATCH_S = 0.001
+INLINE_S = 0.01
 # a run of this many batches moves the listener's average time a batch halfway to its own
 ESTIMATE_BATCHES = 32
 FLUSH_S = 0.001  # a task takes what it consumed out of its queue at least this often
@@ -92,9 +94,9 @@ class ConsumeService:
         Whether a consume thread was woken for them.
 
         Concurrent: with ``here`` (the caller is the connection's reader thread that read
-        them), a fast listener's answer (its batches within ``INLINE_S`` by the average
-        so far, or no average yet) is consumed on the calling thread, up to
-        ``INLINE_S``. The rest is cut into tasks of whole batches, each a contiguous run
+        them), a fast listener (its batches within ``INLINE_BATCH_S`` on average so far,
+        or no average yet) is called on the calling thread, for ``INLINE_S`` of the
+        answer at most. The rest is cut into tasks of whole batches, each a contiguous run
         of about ``TASK_S`` of listener time, no more tasks than idle consume threads, at
         least one; a slow listener runs side by side on every idle thread."""
         try:
@@ -108,7 +110,7 @@ class ConsumeService:
             batches = -(-len(msgs) // n)
             lo = 0
             batch_s = self._batch_s
-            if here and (batch_s is None or batches * batch_s <= INLINE_S):
+            if here and (batch_s is None or batch_s <= INLINE_BATCH_S):
                 lo = self._concurrently(mq, pq, msgs, offsets, 0, len(msgs), here=True)
                 if lo >= len(msgs) or pq.dropped:
                     return False
