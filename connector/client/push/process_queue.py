@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import repeat, starmap
 from operator import attrgetter
 
 from connector.protocol.message import MessageExt
@@ -113,10 +113,25 @@ class ProcessQueue:
         if offsets is None:
             offsets = [m.queue_offset for m in msgs]
         with self._lock:
-            gone = [m for m in map(self._msgs.pop, offsets, repeat(None)) if m is not None]
+            held = self._msgs
+            before = len(held)
+            gone = list(map(held.pop, offsets, repeat(None)))
+            if before - len(held) < len(gone):  # some were not held (sent back already)
+                gone = [m for m in gone if m is not None]
             self.count -= len(gone)
             self.bytes -= sum(map(len, map(_body, gone)))
             deque(map(self.started.pop, offsets, repeat(None)), maxlen=0)
+            order, k = self._order, len(offsets)
+            if (
+                k > 1
+                and offsets[-1] - offsets[0] == k - 1
+                and len(order) >= k
+                and order[0] == offsets[0]
+                and order[k - 1] == offsets[-1]
+            ):
+                # k consecutive offsets at the front of the order (strictly ascending):
+                # exactly its first k, gone in one C loop, not one by one in _first
+                deque(starmap(order.popleft, repeat((), k)), maxlen=0)
             if self._msgs:
                 return self._first()
             return max(self.next_offset, self.max_offset + 1 if self.max_offset >= 0 else -1)

@@ -48,6 +48,25 @@ def test_bulk_offsets_and_a_pull_from_below_what_is_held() -> None:
     assert pq.remove([*first[2:], *second, again[3]]) == 16 and pq.is_empty()
 
 
+def test_a_run_consumed_from_the_front_and_one_around_a_message_still_held() -> None:
+    """A consumed run at the front of what is held leaves it in one step; a run that is
+    not exactly the front (a message inside it is still held) never moves the offset
+    to commit past that message."""
+    pq = ProcessQueue()
+    page = msgs(*range(100, 110))
+    pq.put(page, list(range(100, 110)))
+    pq.advance(110)
+    assert pq.remove(page[:4], [100, 101, 102, 103]) == 104
+    assert list(pq._order) == [104, 105, 106, 107, 108, 109]
+    assert pq.remove(page[6:7], [106]) == 104  # 106 done out of order
+    pq.put(msgs(99), [99])  # an offset reset: the order is rebuilt from what is held
+    assert pq.remove(msgs(99), [99]) == 104
+    # 104, 106 and 107 done (106 again): the run spans the order's first three
+    # entries, 104, 105 and 107, but 105 is still held
+    assert pq.remove([page[4], page[6], page[7]], [104, 106, 107]) == 105
+    assert pq.remove([page[5], *page[8:]], [105, 108, 109]) == 110 and pq.is_empty()
+
+
 def test_orderly_batches_commit_or_come_back_in_order() -> None:
     pq = ProcessQueue()
     pq.put(msgs(0, 1, 2, 3))
