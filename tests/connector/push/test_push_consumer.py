@@ -258,6 +258,42 @@ def test_a_fast_listener_is_called_on_the_reader_thread_and_a_slow_one_holds_no_
     assert any(t.startswith("pymq-consume-") for t in threads), set(threads)
 
 
+def test_a_listener_that_sends_on_the_same_connection_is_not_stuck(
+    cluster: LocalCluster,
+) -> None:
+    """Consume-transform-produce: a listener that sends synchronously through the
+    same client instance (the answer comes on the connection whose reader thread may be
+    the one calling it) gets its answers: the reading is handed over, and once the
+    listener is known to be slow it runs on the consume threads."""
+    create_topic(cluster, "PushRelayIn", queues=1)
+    create_topic(cluster, "PushRelayOut", queues=1)
+    produce(cluster, "PushRelayIn", [f"m{i}" for i in range(40)])
+    seen = Seen()
+
+    with Producer(group="push-relay-producer", namesrv=cluster.namesrv_addr) as p:
+
+        def relay(msgs: list[Any], context: Any) -> ConsumeStatus:
+            for m in msgs:
+                sent = p.send(Message(topic="PushRelayOut", body=m.body))
+                assert sent.status.value == "SEND_OK"
+            seen.add(msgs)
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        with consumer(cluster, "push-relay", relay) as c:
+            assert c.instance is p.instance
+            c.subscribe("PushRelayIn")
+            c.start()
+            wait_until(lambda: len(seen.bodies()) >= 40, 60.0, what="40 messages relayed")
+    assert sorted(seen.bodies()) == sorted(f"m{i}" for i in range(40))
+    with PullConsumer(group="push-relay-check", namesrv=cluster.namesrv_addr) as pull:
+        relayed = [
+            m.body.decode()
+            for mq in pull.fetch_queues("PushRelayOut")
+            for m in pull.pull(mq, 0, 64).messages
+        ]
+    assert sorted(relayed) == sorted(f"m{i}" for i in range(40))
+
+
 def test_flow_control_bounds_what_a_queue_holds(cluster: LocalCluster) -> None:
     create_topic(cluster, "PushFlow", queues=1)
     produce(cluster, "PushFlow", [f"m{i}" for i in range(300)])
