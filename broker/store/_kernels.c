@@ -83,7 +83,7 @@ k_scan_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     int64_t status = 0, n = 0, nkeys = 0;
     int delayed = 0;
-    Py_BEGIN_ALLOW_THREADS
+    K_BEGIN_RELEASE(end >= K_LONG_BYTES)
     int64_t pos = 0;
     if (end == 0) {
         status = 10;
@@ -154,7 +154,7 @@ k_scan_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         pos += total;
     }
 done:
-    Py_END_ALLOW_THREADS
+    K_END_RELEASE()
     bufs_release(&b);
     if (small) {
         return too_small(small);
@@ -221,7 +221,7 @@ k_encode_batch_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         bufs_release(&b);
         return too_small("encode_batch_records: arrays");
     }
-    Py_BEGIN_ALLOW_THREADS
+    K_BEGIN_RELEASE(count >= K_LONG_ITEMS)
     for (int64_t i = 0; i < count; i++) {
         int64_t j = first + i;
         int64_t p = rel[j], blen = cols[1][j], plen = cols[2][j], s = cols[0][j] + ENTRY_HEAD;
@@ -252,7 +252,7 @@ k_encode_batch_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs
         outs[1][j] = size;
     }
 done:
-    Py_END_ALLOW_THREADS
+    K_END_RELEASE()
     bufs_release(&b);
     if (small) {
         return too_small(small);
@@ -440,7 +440,7 @@ k_index_insert(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         bufs_release(&b);
         return too_small("index_insert: arguments");
     }
-    Py_BEGIN_ALLOW_THREADS
+    K_BEGIN_RELEASE(nh >= K_LONG_ITEMS)
     int64_t entries_at = 40 + slot_num * 4;
     for (Py_ssize_t j = 0; j < nh; j++) {
         int64_t hv = h[j];
@@ -464,7 +464,7 @@ k_index_insert(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         count++;
     }
 done:
-    Py_END_ALLOW_THREADS
+    K_END_RELEASE()
     bufs_release(&b);
     if (small) {
         return too_small(small);
@@ -499,7 +499,7 @@ k_check_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return too_small("check_records: arrays");
     }
     int64_t bad = -1;
-    Py_BEGIN_ALLOW_THREADS
+    K_BEGIN_RELEASE(ns >= K_LONG_ITEMS)
     for (Py_ssize_t j = 0; j < ns; j++) {
         int64_t p = st[j], size = sz[j];
         /* under 91 bytes no body fits (the check below): rejected before any read */
@@ -516,7 +516,7 @@ k_check_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         bs[j] = p + 88;
         be[j] = p + 88 + blen;
     }
-    Py_END_ALLOW_THREADS
+    K_END_RELEASE()
     bufs_release(&b);
     return PyLong_FromLongLong(bad);
 }
@@ -564,7 +564,7 @@ k_scan_log(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return too_small("scan_log: pos");
     }
     int64_t status = LOG_SEGMENT_END, n = 0, nkeys = 0;
-    Py_BEGIN_ALLOW_THREADS
+    K_BEGIN_RELEASE(limit - pos >= K_LONG_BYTES)
     for (;;) {
         if (pos >= limit) {
             status = LOG_SEGMENT_END;
@@ -661,7 +661,7 @@ k_scan_log(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         n++;
         pos += total;
     }
-    Py_END_ALLOW_THREADS
+    K_END_RELEASE()
     bufs_release(&b);
     return Py_BuildValue("LLLL", (long long)status, (long long)n, (long long)pos,
                          (long long)nkeys);

@@ -248,36 +248,37 @@ class CommitLog:
     ) -> BatchAppend:
         """Append every record of a validated batch, split across segments as needed."""
         n = scanned.count
-        topic = np.frombuffer(batch.topic.encode("utf-8"), dtype=np.uint8)
+        topic = batch.topic.encode("utf-8")
         if len(topic) > MAX_TOPIC_BYTES:
             raise RecordRefused(f"topic of {len(topic)} bytes exceeds {MAX_TOPIC_BYTES}")
         sizes = scanned.body_lens + scanned.props_lens + (RECORD_FIXED + len(topic))
-        if n and int(sizes.max()) + END_FILE_MIN_BLANK_LENGTH > self.segment_size:
-            raise RecordRefused(f"a record cannot fit a {self.segment_size}-byte segment")
         ends = np.cumsum(sizes)
-        rel = np.empty(n, dtype=np.int64)  # each record's position in its chunk
+        total = int(ends[-1]) if n else 0
+        # a batch that would fit an empty segment has no record too large for one
+        if total + END_FILE_MIN_BLANK_LENGTH > self.segment_size and (
+            int(sizes.max()) + END_FILE_MIN_BLANK_LENGTH > self.segment_size
+        ):
+            raise RecordRefused(f"a record cannot fit a {self.segment_size}-byte segment")
+        rel = ends - sizes  # each record's position in the batch, then in its chunk
         offsets = np.empty(n, dtype=np.int64)
         out_sizes = np.empty(n, dtype=np.int64)
         cq_entries = np.empty(n * CQ_ENTRY_SIZE, dtype=np.uint8)
-        template = np.frombuffer(
-            HEADER.pack(
-                0,
-                MESSAGE_MAGIC_CODE,
-                0,
-                batch.queue_id,
-                0,
-                0,
-                0,
-                batch.sys_flag,
-                batch.born_timestamp,
-                batch.born_host,
-                store_timestamp,
-                self.store_host,
-                0,
-                0,
-                0,
-            ),
-            dtype=np.uint8,
+        template = HEADER.pack(
+            0,
+            MESSAGE_MAGIC_CODE,
+            0,
+            batch.queue_id,
+            0,
+            0,
+            0,
+            batch.sys_flag,
+            batch.born_timestamp,
+            batch.born_host,
+            store_timestamp,
+            self.store_host,
+            0,
+            0,
+            0,
         )
         first_offset = -1
         i = 0
@@ -285,7 +286,10 @@ class CommitLog:
             mf = self.queue.last_for_append()
             before = int(ends[i - 1]) if i else 0
             room = mf.remaining - END_FILE_MIN_BLANK_LENGTH
-            k = int(np.searchsorted(ends, before + room, side="right"))
+            if total - before <= room:  # the rest fits (the usual case)
+                k = n
+            else:
+                k = int(np.searchsorted(ends, before + room, side="right"))
             if k <= i:
                 self._fill_blank(mf)
                 self.queue.create(mf.end_offset)
@@ -293,7 +297,8 @@ class CommitLog:
             pos = mf.wrote_position
             base = mf.file_from_offset + pos
             length = int(ends[k - 1]) - before
-            rel[i:k] = ends[i:k] - sizes[i:k] - before
+            if before:
+                rel[i:k] -= before
             dst = self._scratch(length)
             encode_batch_records(
                 scanned.data, scanned.starts, scanned.body_lens, scanned.props_lens,

@@ -17,13 +17,14 @@ import numpy as np
 from broker.store.mapped_file import MappedFile, MappedFileQueue
 from connector.errors import StoreError
 
-__all__ = ["CQ_DTYPE", "CQ_ENTRY_SIZE", "ConsumeQueue"]
+__all__ = ["CQ_DTYPE", "CQ_ENTRY", "CQ_ENTRY_SIZE", "ConsumeQueue"]
 
 log = logging.getLogger(__name__)
 CQ_ENTRY_SIZE = 20
 # commitLogOffset i64, size i32, tagsCode i64, big-endian
 CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 _ENTRY = struct.Struct(">qiq")
+CQ_ENTRY = _ENTRY  # (CommitLog offset, size, tags code), as CQ_DTYPE
 
 
 class ConsumeQueue:
@@ -117,8 +118,15 @@ class ConsumeQueue:
         overwrites); a gap past the end is refused, except in an empty queue,
         where the first file is created wherever ``offset`` falls.
         """
-        view = memoryview(data.tobytes() if isinstance(data, np.ndarray) else data).cast("B")
+        view = memoryview(data.data if isinstance(data, np.ndarray) else data).cast("B")
         pos = offset * CQ_ENTRY_SIZE
+        last = self.files.last()
+        if last is not None:  # the usual write: appended to the last file, where it fits
+            rel = last.wrote_position
+            if last.file_from_offset + rel == pos and rel + len(view) <= last.file_size:
+                last.write_at(rel, view)
+                last.wrote_position = rel + len(view)
+                return
         end_of_queue = self.files.max_offset()
         if self.files.files and pos > end_of_queue:
             raise StoreError(f"ConsumeQueue {self.topic}/{self.queue_id}: gap at offset {offset}")
@@ -153,20 +161,23 @@ class ConsumeQueue:
 
     def get_entries(self, offset: int, max_count: int) -> np.ndarray:
         """Up to ``max_count`` entries from ``offset``, within one file (a copy)."""
+        return np.frombuffer(self.get_raw(offset, max_count), dtype=CQ_DTYPE)
+
+    def get_raw(self, offset: int, max_count: int) -> bytes:
+        """``get_entries`` as the file's bytes (``CQ_ENTRY_SIZE`` each, ``_ENTRY``)."""
         end = min(self.max_offset, offset + max_count)
         if offset < self.min_offset or offset >= end:
-            return np.empty(0, dtype=CQ_DTYPE)
+            return b""
         pos = offset * CQ_ENTRY_SIZE
         mf = self.files.find(pos)
         if mf is None:
-            return np.empty(0, dtype=CQ_DTYPE)
+            return b""
         rel = pos - mf.file_from_offset
         count = min(end - offset, (mf.wrote_position - rel) // CQ_ENTRY_SIZE)
         try:
-            raw = mf.read(rel, count * CQ_ENTRY_SIZE)
+            return mf.read(rel, count * CQ_ENTRY_SIZE)
         except ValueError:  # unmapped by retention meanwhile
-            return np.empty(0, dtype=CQ_DTYPE)
-        return np.frombuffer(raw, dtype=CQ_DTYPE)
+            return b""
 
     # -- retention -------------------------------------------------------------------
 

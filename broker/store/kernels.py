@@ -119,12 +119,8 @@ def scan_batch(
     buf = np.frombuffer(data, dtype=np.uint8)
     cap = buf.shape[0] // (ENTRY_OVERHEAD + 1) + 1
     key_cap = buf.shape[0] // 2 + 1
-    block = np.empty(6 * cap + 2 * key_cap, dtype=np.int64)
-    starts, body_lens, props_lens, flags, crcs, tags_codes = (
-        block[i * cap : (i + 1) * cap] for i in range(6)
-    )
-    key_hashes = block[6 * cap : 6 * cap + key_cap]
-    key_msgs = block[6 * cap + key_cap :]
+    starts, body_lens, props_lens, flags, crcs, tags_codes = np.empty((6, cap), dtype=np.int64)
+    key_hashes, key_msgs = np.empty((2, key_cap), dtype=np.int64)
     status, n, nkeys, delayed = _kernels.scan_batch(
         buf, max_message_size, max_count, crc32(f"{topic}#".encode()),
         starts, body_lens, props_lens, flags, crcs, tags_codes, key_hashes, key_msgs,

@@ -27,7 +27,7 @@ import numpy as np
 from broker.store.checkpoint import Checkpoint
 from broker.store.commitlog import CommitLog, RecordRefused, SingleGroup
 from broker.store.config import FlushDiskType, StoreConfig
-from broker.store.consume_queue import CQ_ENTRY_SIZE, ConsumeQueue
+from broker.store.consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE, ConsumeQueue
 from broker.store.flush import FlushRealTimeService, GroupCommitService, PeriodicService
 from broker.store.index import IndexService
 from broker.store.inner import BatchInner, MessageInner
@@ -64,6 +64,8 @@ __all__ = ["MessageStore"]
 
 log = logging.getLogger(__name__)
 MAX_FILTER_SCAN = 16_000
+# reads of at most this many messages with no tags filter take the lean path (_read_small)
+SMALL_READ = 64
 ArrivalListener = Callable[[str, int, int], None]
 
 
@@ -636,6 +638,10 @@ class MessageStore:
         refused = _out_of_range(offset, lo, hi)
         if refused is not None:
             return refused
+        if tags_codes is None and 0 < max_nums <= SMALL_READ:
+            small = self._read_small(cq, offset, min(max_nums, hi - offset), lo, hi, max_bytes)
+            if small is not None:
+                return small
         wanted = None if tags_codes is None else np.fromiter(tags_codes, dtype=np.int64)
         picked = self._pick_entries(cq, offset, hi, max(1, max_nums), wanted, max_bytes)
         if not picked.count:
@@ -654,6 +660,52 @@ class MessageStore:
             )
         return GetMessageResult(
             GetMessageStatus.FOUND, picked.next_offset, lo, hi, runs, qoffs.tolist()
+        )
+
+    def _read_small(
+        self, cq: ConsumeQueue, offset: int, count: int, lo: int, hi: int, max_bytes: int
+    ) -> GetMessageResult | None:
+        """``get_message`` of a few entries with no tags filter, without numpy's fixed
+        costs (a long poll woken by one send reads this way): its answer when the
+        entries' records lie back to back in one segment within ``max_bytes``, else
+        None (the general path answers)."""
+        raw = cq.get_raw(offset, count)
+        if len(raw) != count * CQ_ENTRY_SIZE:  # none, or the rest is in the next file
+            return None
+        entries = list(CQ_ENTRY.iter_unpack(raw))
+        start = entries[0][0]
+        if start < self.commit_log.min_offset():
+            return None
+        starts: list[int] = []
+        sizes: list[int] = []
+        end = start
+        for phys, size, _ in entries:
+            if phys != end:
+                return None
+            starts.append(end - start)
+            sizes.append(size)
+            end += size
+        seg = self.commit_log.segment_size
+        if end - start > max_bytes or start // seg != (end - 1) // seg:
+            return None
+        data = self.commit_log.read(start, end - start)
+        if data is None:
+            return None
+        n = len(entries)
+        run_starts = np.array(starts, dtype=np.int64)
+        run_sizes = np.array(sizes, dtype=np.int64)
+        body_starts = np.empty(n, dtype=np.int64)
+        body_ends = np.empty(n, dtype=np.int64)
+        bad = check_records(data, run_starts, run_sizes, body_starts, body_ends)
+        if bad >= 0:
+            raise CorruptRecordError(
+                "ConsumeQueue entry points at a damaged record at CommitLog offset "
+                f"{start + starts[bad]}",
+                position=start + starts[bad],
+            )
+        run = RecordRun(data, run_starts, run_sizes, body_starts, body_ends)
+        return GetMessageResult(
+            GetMessageStatus.FOUND, offset + n, lo, hi, [run], list(range(offset, offset + n))
         )
 
     def _pick_entries(

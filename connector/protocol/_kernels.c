@@ -72,7 +72,7 @@ k_walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return out_of_bounds("walk: out must have 7 rows");
     }
     int64_t cap = b.views[1].shape[1], n = 0, pos = 0, bad = -1;
-    Py_BEGIN_ALLOW_THREADS
+    K_BEGIN_RELEASE(end >= K_LONG_BYTES)
     while (pos < end) {
         if (pos + HEADER_SIZE > end || n >= cap) {
             bad = pos;
@@ -109,7 +109,7 @@ k_walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         n++;
         pos += size;
     }
-    Py_END_ALLOW_THREADS
+    K_END_RELEASE()
     bufs_release(&b);
     return Py_BuildValue("LL", (long long)n, (long long)bad);
 }
@@ -140,7 +140,7 @@ k_gather(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     int64_t pos = 0;
     int ok = 1;
-    Py_BEGIN_ALLOW_THREADS
+    K_BEGIN_RELEASE(ns >= K_LONG_ITEMS)
     for (Py_ssize_t i = 0; i < ns; i++) {
         int64_t s = st[i], l = ln[i];
         if (s < 0 || l < 0 || s + l > n || pos + l > no || pos + l > INT32_MAX) {
@@ -154,7 +154,7 @@ k_gather(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (ok) {
         off[ns] = (int32_t)pos;
     }
-    Py_END_ALLOW_THREADS
+    K_END_RELEASE()
     bufs_release(&b);
     if (!ok) {
         return out_of_bounds("gather: piece");
@@ -238,7 +238,7 @@ k_split_props(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     int64_t k = 0;
     int ok = 1;
-    Py_BEGIN_ALLOW_THREADS
+    K_BEGIN_RELEASE(n >= K_LONG_BYTES || ns >= K_LONG_ITEMS)
     for (Py_ssize_t r = 0; r < ns && ok; r++) {
         int64_t pos = st[r], end = pos + ln[r], first = k;
         if (pos < 0 || ln[r] < 0 || end > n) {
@@ -280,7 +280,7 @@ k_split_props(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         counts[r] = k - first;
     }
-    Py_END_ALLOW_THREADS
+    K_END_RELEASE()
     bufs_release(&b);
     if (!ok) {
         return out_of_bounds("split_props: properties");
@@ -353,7 +353,7 @@ k_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return ids == NULL ? NULL : out_of_bounds("fields: arrays");
     }
     int64_t bad = -1;
-    Py_BEGIN_ALLOW_THREADS
+    K_BEGIN_RELEASE(r.n >= K_LONG_BYTES || r.ns >= K_LONG_ITEMS)
     for (Py_ssize_t i = 0; i < r.ns; i++) {
         int64_t p = r.st[i];
         out[i * 3] = get_u32(r.buf, p + OFF_SYSFLAG);
@@ -364,7 +364,7 @@ k_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         hex_id(r.buf, p, ids + i * 32);
     }
-    Py_END_ALLOW_THREADS
+    K_END_RELEASE()
     bufs_release(&b);
     return PyLong_FromLongLong(bad);
 }
@@ -387,14 +387,14 @@ k_check_bodies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return flags == NULL ? NULL : out_of_bounds("check_bodies: sys_flag");
     }
     int64_t bad = -1;
-    Py_BEGIN_ALLOW_THREADS
+    K_BEGIN_RELEASE(r.n >= K_LONG_BYTES || r.ns >= K_LONG_ITEMS)
     for (Py_ssize_t i = 0; i < r.ns; i++) {
         flags[i] = get_u32(r.buf, r.st[i] + OFF_SYSFLAG);
         if (bad < 0 && !body_crc_ok(&r, i)) {
             bad = i;
         }
     }
-    Py_END_ALLOW_THREADS
+    K_END_RELEASE()
     bufs_release(&b);
     return PyLong_FromLongLong(bad);
 }
@@ -462,7 +462,7 @@ k_encode_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return out_of_bounds("encode_plain: arrays");
     }
     int ok = 1;
-    Py_BEGIN_ALLOW_THREADS
+    K_BEGIN_RELEASE(n >= K_LONG_ITEMS || nb >= K_LONG_BYTES)
     int64_t pos = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t b0 = bo[i], b1 = bo[i + 1], t0 = to[i], t1 = to[i + 1];
@@ -509,7 +509,7 @@ k_encode_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             out[pos++] = 2;
         }
     }
-    Py_END_ALLOW_THREADS
+    K_END_RELEASE()
     bufs_release(&b);
     if (!ok) {
         return out_of_bounds("encode_plain: message");
@@ -598,7 +598,7 @@ k_fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int row_by_row = 0, ok = 1;
     int64_t status = -1, body_at = 0, npairs = 0, name_at = 0, value_at = 0;
     int64_t msg_id_at = 0, tag_at = 0, key_at = 0;
-    Py_BEGIN_ALLOW_THREADS
+    K_BEGIN_RELEASE(n >= K_LONG_ITEMS || nbody >= K_LONG_BYTES)
     for (int64_t i = 0; i < n && ok; i++) {
         int64_t p = starts[i], b_start = body_start[i], b_len = body_len[i];
         int64_t crc = crc32_range(buf, b_start, b_start + b_len, 0) & 0x7FFFFFFF;
@@ -724,7 +724,7 @@ k_fill(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     tag_off[n] = (int32_t)tag_at;
     key_off[n] = (int32_t)key_at;
 done:
-    Py_END_ALLOW_THREADS
+    K_END_RELEASE()
     bufs_release(&b);
     if (!ok) {
         return out_of_bounds("fill: columns");

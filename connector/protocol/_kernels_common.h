@@ -19,6 +19,23 @@
 #include <stdint.h>
 #include <string.h>
 
+/* -- the GIL around a loop ----------------------------------------------------------- */
+
+/* A loop gives the GIL up only when it is long (K_LONG_BYTES of input or K_LONG_ITEMS
+ * records): a thread that lets go of the GIL while another waits for it gets it back
+ * only once that one blocks or its switch interval (5 ms) ends, far longer than a short
+ * loop takes. A small batch or answer (the common request) keeps it. */
+#define K_LONG_BYTES 65536
+#define K_LONG_ITEMS 512
+#define K_BEGIN_RELEASE(is_long)                                                            \
+    {                                                                                       \
+        PyThreadState *k_save_ = (is_long) ? PyEval_SaveThread() : NULL;
+#define K_END_RELEASE()                                                                     \
+    if (k_save_ != NULL) {                                                                  \
+        PyEval_RestoreThread(k_save_);                                                      \
+    }                                                                                       \
+    }
+
 /* -- argument buffers --------------------------------------------------------------- */
 
 #define MAX_BUFS 24

@@ -7,13 +7,27 @@ from __future__ import annotations
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+import pytest
+
+import broker.store.store as store_module
+from broker.store.read_result import GetMessageResult
 from broker.store.results import GetMessageStatus
 from broker.store.store import MessageStore
+from connector.errors import CorruptRecordError
 from connector.protocol.hashing import tags_code
 from connector.protocol.msgid import decode_offset_msg_id
 from tests.support.clocks import FakeClock
-from tests.support.store import TOPIC, StoreFactory, put, put_batch, record_len
+from tests.support.store import (
+    TOPIC,
+    StoreFactory,
+    messages_only,
+    put,
+    put_batch,
+    record_len,
+    walk_commit_log,
+)
 
 
 def _fill(store: MessageStore, n: int, *, queue_id: int = 0) -> None:
@@ -300,3 +314,58 @@ def test_reader_follows_concurrent_writer(make_store: StoreFactory) -> None:
                 time.sleep(0.001)  # poll: nothing new yet
         writing.result(timeout=30)  # re-raises whatever failed in the writer
     assert seen == [f"m{i}".encode() * 20 for i in range(n)]
+
+
+def _general(store: MessageStore, *args: Any, **kwargs: Any) -> GetMessageResult:
+    """``get_message`` with the lean read of a few messages turned off."""
+    lean = store_module.SMALL_READ
+    store_module.SMALL_READ = 0
+    try:
+        return store.get_message(*args, **kwargs)
+    finally:
+        store_module.SMALL_READ = lean
+
+
+def _same(a: GetMessageResult, b: GetMessageResult) -> None:
+    assert (a.status, a.next_begin_offset, a.min_offset, a.max_offset) == (
+        b.status, b.next_begin_offset, b.min_offset, b.max_offset
+    )  # fmt: skip
+    assert a.queue_offsets == b.queue_offsets
+    assert a.records() == b.records()
+    assert a.bodies() == b.bodies()
+
+
+def test_a_read_of_a_few_messages_answers_as_the_general_read(make_store: StoreFactory) -> None:
+    """Reads of up to SMALL_READ messages with no tags filter skip numpy (a long poll woken
+    by one send reads so); where their records are not back to back in one segment, the
+    rest of a queue is in the next ConsumeQueue file, or ``max_bytes`` cuts them, the
+    general read answers. Either way the answer is the same."""
+    store = make_store(consume_queue_entries_per_file=10, mapped_file_size_commit_log=4096)
+    for i in range(60):  # queues 0 and 1 interleaved; batches to queue 2
+        put(store, f"m{i}".encode() * (1 + i % 7), queue_id=i % 2)
+        if i % 10 == 0:
+            put_batch(store, [f"b{i}-{j}".encode() for j in range(4)], queue_id=2)
+    assert store.commit_log.queue.files[-1].file_from_offset > 0  # several segments
+    for queue_id in (0, 1, 2):
+        for offset in range(0, 30, 3):
+            for max_nums in (1, 5, 32, 64):
+                for max_bytes in (1, 400, 64 << 20):
+                    got = store.get_message(TOPIC, queue_id, offset, max_nums, max_bytes=max_bytes)
+                    _same(
+                        got, _general(store, TOPIC, queue_id, offset, max_nums, max_bytes=max_bytes)
+                    )
+    assert store_module.SMALL_READ >= 32
+
+
+def test_a_read_of_a_few_messages_refuses_a_damaged_record(make_store: StoreFactory) -> None:
+    store = make_store()
+    for i in range(5):
+        put(store, f"m{i}".encode())
+    # the record of queue offset 3: its magic overwritten on disk
+    offsets = [r.position for r in messages_only(walk_commit_log(store.config.commit_log_dir))]
+    segment = store.commit_log.queue.files[0]
+    segment.pwrite(offsets[3] + 4, b"\0\0\0\0")
+    for read in (store.get_message, lambda *a: _general(store, *a)):
+        with pytest.raises(CorruptRecordError, match="damaged record at CommitLog offset"):
+            read(TOPIC, 0, 2, 3)
+        assert read(TOPIC, 0, 0, 3).bodies() == [b"m0", b"m1", b"m2"]
