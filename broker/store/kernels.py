@@ -138,7 +138,8 @@ def scan_batch(
 # record j's position in ``dst``. ``template`` is an 88-byte record header with the fields
 # shared by the batch filled in (magic, queue id, sys flag, born/store time and hosts); each
 # record patches its own size, CRC, flag, offsets and body length. ``cq_out`` receives the
-# records' ConsumeQueue entries (20 bytes each). Releases the GIL.
+# records' ConsumeQueue entries (20 bytes each). Releases the GIL for 512 records or more
+# (K_LONG_ITEMS in connector/protocol/_kernels_common.h), as the other loops do for long input.
 encode_batch_records = _kernels.encode_batch_records
 
 # columns of the per-message table ``encode_single_records`` reads (filled by

@@ -428,7 +428,8 @@ class MessageStore:
         if bad is not None:
             return bad, None
         if scanned is None:
-            # validation, CRCs and property scans run before the lock (and without the GIL)
+            # validation, CRCs and property scans run before the lock (without the GIL from
+            # 64 KiB of batch)
             scanned, reason = self.scan(batch)
             if scanned is None:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, message=reason), None
