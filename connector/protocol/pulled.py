@@ -63,6 +63,9 @@ _HEADER = np.dtype(
 )
 
 
+_FEW = 64  # records in an answer below which a Python loop beats a numpy call
+
+
 class _Answer:
     """One pull answer, shared by its messages. Only what every consumer needs is
     made up front (the checks, where the bodies are); the header columns, the
@@ -90,10 +93,16 @@ class _Answer:
         self._header: np.ndarray | None = None
         self._ids: str | None = None
         self._props: tuple[list[int], list[int]] | None = None
-        self._lists: dict[str, list[Any]] = {}
+        # the walk found every record's queue offset (the push consumer reads them all)
+        self._lists: dict[str, list[Any]] = {"queue_offset": index.queue_offset.tolist()}
         self.topics: dict[bytes, str] = {}
         self.bodies: dict[int, bytes] = {}  # inflated bodies, by record
-        for i in np.flatnonzero(sys_flag & SysFlag.COMPRESSED).tolist():
+        if len(sys_flag) <= _FEW:  # a list beats numpy's fixed costs
+            flags = sys_flag.tolist()
+            compressed = [i for i, f in enumerate(flags) if f & SysFlag.COMPRESSED]
+        else:
+            compressed = np.flatnonzero(sys_flag & SysFlag.COMPRESSED).tolist()
+        for i in compressed:
             start = self.body_start[i]
             try:
                 body = data[start : self.body_end[i]]

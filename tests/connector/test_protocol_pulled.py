@@ -152,3 +152,23 @@ def test_the_collector_is_held_back_only_while_messages_are_made(
         assert not gc.isenabled()  # the application's choice is kept
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("count", [3, pulled._FEW, pulled._FEW + 1, 200])
+def test_compressed_bodies_and_queue_offsets_in_small_and_large_answers(count: int) -> None:
+    """Up to ``_FEW`` records an answer is read with lists, above with numpy: either way
+    every compressed body is inflated and the queue offsets are the records'."""
+    data = sample()
+    samples = reference(data)
+    compressed = data[sum(m.store_size for m in samples[:2]) :][: samples[2].store_size]
+    parts = [
+        compressed if i % 5 == 2 else record(1000 + 3 * i, f"b{i}".encode()) for i in range(count)
+    ]
+    answer = b"".join(parts)
+    got, want = decode_records(answer), reference(answer)
+    assert [m.body for m in got] == [m.body for m in want]
+    assert [m.body for m in got if m.sys_flag & SysFlag.COMPRESSED] == [b"z" * 5000] * (
+        (count + 2) // 5
+    )
+    assert queue_offsets(got) == [m.queue_offset for m in want]
+    assert got == want
