@@ -24,9 +24,11 @@ from connector import (
     PullConsumer,
     PushConsumer,
 )
+from connector.client.connection import RemotingConnection
 from connector.client.push.answers import parse_offset_table, running_info
 from connector.errors import ConfigError
 from connector.local import LocalCluster
+from connector.protocol.remoting import RequestCode
 from connector.protocol.status import PullStatus
 from tests.support.cluster import create_topic
 from tests.support.push import produce
@@ -200,6 +202,41 @@ def test_a_backlog_is_pulled_in_growing_pages_by_default(cluster: LocalCluster) 
     assert biggest > 32 and info == "auto (32-1000)"
     biggest, info = drain("push-pages-32", pull_batch_size=32)
     assert biggest <= 32 and info == "32"
+
+
+def test_every_start_offset_is_found_before_the_first_pull(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebalance queries the start offsets of every queue it takes, of every topic
+    (the retry topic too), before it sends the first pull: a queue's answers are
+    consumed on the connection's reader thread, and a query sent after them waited
+    behind them (a start of 8 queues with a backlog took ~250 ms, queue after queue)."""
+    create_topic(cluster, "PushStart", queues=8)
+    produce(cluster, "PushStart", [f"s{i}" for i in range(400)])
+    codes: list[int] = []
+    send = RemotingConnection._send
+
+    def recording(self: RemotingConnection, cmd: Any) -> None:
+        if not cmd.is_response:
+            codes.append(int(cmd.code))
+        send(self, cmd)
+
+    monkeypatch.setattr(RemotingConnection, "_send", recording)
+    seen = Seen()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
+        seen.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    with consumer(cluster, "push-start", listener) as c:
+        c.subscribe("PushStart")
+        c.start()
+        wait_until(lambda: len(seen.bodies()) >= 400, 60.0, what="400 messages")
+    first_pull = codes.index(RequestCode.PULL_MESSAGE)
+    queries = [i for i, code in enumerate(codes) if code == RequestCode.QUERY_CONSUMER_OFFSET]
+    assert len(queries) >= 9  # 8 queues and the retry topic's
+    assert queries[8] < first_pull, codes[: first_pull + 1]
+    assert sorted(seen.bodies()) == sorted(f"s{i}" for i in range(400))
 
 
 def test_a_fast_listener_is_called_on_the_reader_thread_and_a_slow_one_holds_no_answer(
