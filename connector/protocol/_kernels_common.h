@@ -23,8 +23,8 @@
 
 /* A loop gives the GIL up only when it is long (K_LONG_BYTES of input or K_LONG_ITEMS
  * records): a thread that lets go of the GIL while another waits for it gets it back
- * only once that one blocks or its switch interval (5 ms) ends, far longer than a short
- * loop takes. A small batch or answer (the common request) keeps it. */
+ * only once that one blocks or its switch interval (5 ms by default) ends, far longer
+ * than a short loop takes. A small batch or answer (the common request) keeps it. */
 #define K_LONG_BYTES 65536
 #define K_LONG_ITEMS 512
 #define K_BEGIN_RELEASE(is_long)                                                            \

@@ -48,6 +48,11 @@ class Seen:
         with self.lock:
             return [m.body.decode() for m in self.msgs]
 
+    def listener(self, msgs: list[Any], context: Any) -> ConsumeStatus:
+        """A listener that keeps what it gets and succeeds."""
+        self.add(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
 
 def consumer(cluster: LocalCluster, group: str, listener: Any, **kw: Any) -> PushConsumer:
     kw.setdefault("consume_from_where", "CONSUME_FROM_FIRST_OFFSET")
@@ -60,12 +65,7 @@ def test_it_consumes_the_tags_subscribed_and_commits(cluster: LocalCluster) -> N
     produce(cluster, "PushTags", [f"b{i}" for i in range(20)], tags="B")
     produce(cluster, "PushTags", [f"c{i}" for i in range(20)], tags="C")
     seen = Seen()
-
-    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
-        seen.add(msgs)
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    with consumer(cluster, "push-tags", listener) as c:
+    with consumer(cluster, "push-tags", seen.listener) as c:
         c.subscribe("PushTags", "A || B")
         c.start()
         wait_until(lambda: len(seen.bodies()) >= 40, 60.0, what="40 messages")
@@ -223,12 +223,7 @@ def test_every_start_offset_is_found_before_the_first_pull(
 
     monkeypatch.setattr(RemotingConnection, "_send", recording)
     seen = Seen()
-
-    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
-        seen.add(msgs)
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    with consumer(cluster, "push-start", listener) as c:
+    with consumer(cluster, "push-start", seen.listener) as c:
         c.subscribe("PushStart")
         c.start()
         wait_until(lambda: len(seen.bodies()) >= 400, 60.0, what="400 messages")
@@ -425,12 +420,7 @@ def test_running_info_and_an_offset_reset(cluster: LocalCluster) -> None:
     create_topic(cluster, "PushReset", queues=1)
     produce(cluster, "PushReset", [f"m{i}" for i in range(5)])
     seen = Seen()
-
-    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
-        seen.add(msgs)
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    with consumer(cluster, "push-reset", listener, allocate="sticky") as c:
+    with consumer(cluster, "push-reset", seen.listener, allocate="sticky") as c:
         c.subscribe("PushReset")
         c.start()
         wait_until(lambda: len(seen.bodies()) >= 10 // 2, 60.0, what="5 messages")
@@ -494,12 +484,7 @@ def test_an_admin_reset_reaches_a_live_consumer(cluster: LocalCluster) -> None:
     create_topic(cluster, "PushAdminReset", queues=1)
     produce(cluster, "PushAdminReset", [f"m{i}" for i in range(5)])
     seen = Seen()
-
-    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
-        seen.add(msgs)
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    with consumer(cluster, "push-admin-reset", listener) as c:
+    with consumer(cluster, "push-admin-reset", seen.listener) as c:
         c.subscribe("PushAdminReset")
         c.start()
         wait_until(lambda: len(seen.bodies()) >= 5, 60.0, what="5 messages")
@@ -598,10 +583,6 @@ def test_admin_running_info_asks_a_live_consumer_through_its_broker(
     produce(cluster, "PushInfo", [f"m{i}" for i in range(6)])
     seen = Seen()
 
-    def listener(msgs: list[Any], context: Any) -> ConsumeStatus:
-        seen.add(msgs)
-        return ConsumeStatus.CONSUME_SUCCESS
-
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYMQ_")}
         argv = [sys.executable, "-m", "connector.cli", "admin", "--namesrv", cluster.namesrv_addr]
@@ -609,7 +590,7 @@ def test_admin_running_info_asks_a_live_consumer_through_its_broker(
             [*argv, *args], capture_output=True, text=True, timeout=60, env=env, check=False
         )
 
-    with consumer(cluster, "push-info", listener, pull_batch_size=7) as c:
+    with consumer(cluster, "push-info", seen.listener, pull_batch_size=7) as c:
         c.subscribe("PushInfo")
         c.start()
         wait_until(lambda: len(seen.bodies()) >= 6, 60.0, what="6 messages")
