@@ -40,7 +40,11 @@ carries many on one connection) and the answer arrives on the connection's
 reader thread, which completes the batch's futures (so a ``send_async``
 callback runs there: keep it short) and starts the batch that gathered
 meanwhile. Two batches a key in flight keep a message from waiting a whole
-round trip under light load.
+round trip under light load; the second goes only while the first holds fewer
+than ``SECOND_BELOW_MSGS`` messages. Under load (many threads sending, a big
+batch on the wire) messages gather behind the batch on the wire instead of
+going out a few at a time beside it: fewer, bigger requests, each of which
+costs the brokers (and a slave) the same whatever its size.
 """
 
 from __future__ import annotations
@@ -71,6 +75,9 @@ __all__ = [
 
 # batches of one key on the wire at once before messages of that key gather
 IN_FLIGHT_PER_KEY = 2
+# ... the second only while those on the wire hold fewer messages than this: under load
+# (a big batch in flight) messages gather behind it, not go out a few at a time
+SECOND_BELOW_MSGS = 4
 
 
 class Waiter(Protocol):
@@ -226,7 +233,8 @@ class ProduceAccumulator:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._open: dict[BatchKey, Gathered] = {}
-        self._in_flight: dict[BatchKey, int] = {}
+        # the sizes of the batches of each key on the wire (a direct send: 1)
+        self._in_flight: dict[BatchKey, list[int]] = {}
         self._held = 0  # request bytes gathered or on the wire
         self._unsettled = 0  # batches taken whose waiters are not all told yet
         self._closed = False
@@ -255,7 +263,7 @@ class ProduceAccumulator:
                 batch = None
             if batch is None:
                 batch = self._open[key] = Gathered(time.monotonic() + self.max_delay_s)
-                if self._in_flight.get(key, 0) >= IN_FLIGHT_PER_KEY:
+                if not self._wire_free(key):
                     self._changed.notify()  # a new deadline for the sender thread
             batch.msgs.append(msg)
             batch.waiters.append(waiter)
@@ -263,7 +271,7 @@ class ProduceAccumulator:
             batch.nbytes += nbytes
             if batch.nbytes >= self.max_bytes:
                 ready.append(self._take(key, batch))
-            elif self._in_flight.get(key, 0) < IN_FLIGHT_PER_KEY:
+            elif self._wire_free(key):
                 if not key[2]:  # sync: its caller starts it and waits anyway
                     ready.append(self._take(key, batch))
                 elif batch.deadline:  # async: due now, started by the sender thread
@@ -281,21 +289,16 @@ class ProduceAccumulator:
         with self._lock:
             if self._closed:
                 raise PyMQError("this producer was shut down")
-            in_flight = self._in_flight.get(key, 0)
-            if in_flight >= IN_FLIGHT_PER_KEY or key in self._open:
+            if key in self._open or not self._wire_free(key):
                 return False
-            self._in_flight[key] = in_flight + 1
+            self._in_flight.setdefault(key, []).append(1)
             return True
 
     def leave_direct(self, key: BatchKey) -> None:
         """A direct send of ``key`` ended (answered or failed): the batch that gathered
         behind it, if any, goes now."""
         with self._lock:
-            left = self._in_flight[key] - 1
-            if left:
-                self._in_flight[key] = left
-            else:
-                del self._in_flight[key]
+            self._landed(key, 1)
             waiting = self._open.get(key)
             following = self._take(key, waiting) if waiting is not None else None
         if following is not None:
@@ -319,13 +322,26 @@ class ProduceAccumulator:
 
     # -- under the lock ----------------------------------------------------------------
 
+    def _wire_free(self, key: BatchKey) -> bool:
+        """Whether a batch of ``key`` may go now: nothing of it on the wire, or fewer
+        than ``IN_FLIGHT_PER_KEY`` batches holding fewer than ``SECOND_BELOW_MSGS``."""
+        flying = self._in_flight.get(key)
+        return not flying or (len(flying) < IN_FLIGHT_PER_KEY and sum(flying) < SECOND_BELOW_MSGS)
+
     def _take(self, key: BatchKey, batch: Gathered) -> Gathered:
         """``batch`` is no longer open and is in flight."""
         if self._open.get(key) is batch:
             del self._open[key]
-        self._in_flight[key] = self._in_flight.get(key, 0) + 1
+        self._in_flight.setdefault(key, []).append(len(batch.msgs))
         self._unsettled += 1
         return batch
+
+    def _landed(self, key: BatchKey, size: int) -> None:
+        """A batch of ``size`` messages of ``key`` is off the wire (answered or failed)."""
+        flying = self._in_flight[key]
+        flying.remove(size)
+        if not flying:
+            del self._in_flight[key]
 
     # -- sending -----------------------------------------------------------------------
 
@@ -348,17 +364,11 @@ class ProduceAccumulator:
     ) -> None:
         with self._lock:
             self._held -= batch.nbytes
-            left = self._in_flight[key] - 1
-            if left:
-                self._in_flight[key] = left
-            else:
-                del self._in_flight[key]
+            self._landed(key, len(batch.msgs))
             waiting = self._open.get(key)
             # taken before anyone is woken: the wire stays busy
             following = (
-                self._take(key, waiting)
-                if waiting is not None and left < IN_FLIGHT_PER_KEY
-                else None
+                self._take(key, waiting) if waiting is not None and self._wire_free(key) else None
             )
         if result is not None:
             try:  # a SendFuture's own result is made when first read, as a SyncWaiter's

@@ -15,6 +15,7 @@ import pytest
 
 from connector.client.accumulator import (
     IN_FLIGHT_PER_KEY,
+    SECOND_BELOW_MSGS,
     BatchKey,
     Done,
     Gathered,
@@ -134,6 +135,32 @@ def test_a_lone_message_goes_at_once_and_later_ones_gather_behind_it() -> None:
         assert [r.queue_offset for r in results[-5:]] == [100, 101, 102, 103, 104]
         assert results[-1].offset_msg_id == "OFF-b4" and results[-1].msg_ids == ("b4",)
         assert all(r.queue == QUEUE and r.status is SendStatus.SEND_OK for r in results)
+    finally:
+        wire.hold = False
+        wire.release(100)
+        acc.close()
+
+
+def test_a_big_batch_on_the_wire_holds_it_until_it_lands() -> None:
+    """Light load, a second batch goes beside a small one; under load (a batch of
+    ``SECOND_BELOW_MSGS`` or more on the wire) messages gather behind it instead."""
+    assert IN_FLIGHT_PER_KEY == 2
+    wire = Wire()
+    size = SECOND_BELOW_MSGS + 1
+    acc = accumulator(wire, max_bytes=10 * size)  # `size` messages of 10 bytes fill one
+    try:
+        small = [add(acc, f"a{i}", key=SYNC_KEY) for i in range(2)]  # each went alone
+        big = [add(acc, f"b{i}", key=SYNC_KEY) for i in range(size)]  # full: went at once
+        assert wire.batches == [["a0"], ["a1"], [f"b{i}" for i in range(size)]]
+        wire.release(2)  # the small ones land: only the big one is on the wire
+        assert [f.result(10).msg_id for f in small] == ["a0", "a1"]
+        behind = add(acc, "c0", key=SYNC_KEY)
+        assert len(wire.batches) == 3  # a sync batch starts in add() when it may go
+        wire.release(1)  # the big one lands: the one behind it goes
+        assert wire.batches[-1] == ["c0"]
+        wire.release(1)
+        assert behind.result(10).msg_id == "c0"
+        assert [f.result(10).msg_id for f in big] == [f"b{i}" for i in range(size)]
     finally:
         wire.hold = False
         wire.release(100)
