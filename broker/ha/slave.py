@@ -55,6 +55,10 @@ RETRY_S = 1.0  # between connection attempts
 # dispatch then covers the records of many reads (a dispatch costs ~0.3 ms however few
 # records it has, and under load a read brings a few dozen); an ACK never waits for it
 DISPATCH_DELAY_S = 0.005
+# ... in slices of about this many records, one a turn of the event loop: the master's
+# next records are read and acknowledged between them, not after a whole backlog's
+# dispatch (~1 us a record)
+DISPATCH_SLICE = 512
 CONNECT_TIMEOUT_S = 3.0
 READ_BYTES = 4 << 20
 
@@ -93,7 +97,7 @@ class HAClient:
         self.heard_at: float | None = None
         self.last_error = ""
         self._task: asyncio.Task[None] | None = None
-        self._dispatch_timer: asyncio.TimerHandle | None = None
+        self._dispatch_timer: asyncio.Handle | None = None
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="ha-slave")
@@ -263,14 +267,18 @@ class HAClient:
         confirming an offset has it readable here."""
         self._dispatch_timer = None
         listeners = self.store.arrival_listeners
+        replica = self.replica
+        before = replica.dispatched
         try:
-            touched = self.replica.dispatch_to(self.confirm_offset)
+            touched = replica.dispatch_to(self.confirm_offset, max_records=DISPATCH_SLICE)
         except StoreError as exc:
             log.error("HA: dispatching replicated records failed: %s", exc.message)
             return
         for (topic, queue_id), max_offset in touched.items():
             for listener in listeners:
                 listener(topic, queue_id, max_offset)
+        if replica.dispatched > before and replica.pending(self.confirm_offset):  # next turn
+            self._dispatch_timer = asyncio.get_running_loop().call_soon(self._dispatch)
 
     def _send_local_offsets(self, writer: asyncio.StreamWriter) -> None:
         local = self.metadata.offsets.take_local()

@@ -358,16 +358,20 @@ def _dispatch(
 
 
 def dispatch_between(
-    store: MessageStore, start: int, end: int
+    store: MessageStore, start: int, end: int, *, max_records: int | None = None
 ) -> tuple[int, dict[tuple[str, int], int]]:
     """Give the whole records in ``[start, end)`` their ConsumeQueue and index entries,
     as an append does: a slave's dispatch of what it replicated (``end`` may fall
     inside a record, whose bytes may not all be there yet: it waits for a later call).
-    Returns where the dispatched records end (the next call's ``start``) and each
-    queue that gained entries, with its new max offset."""
+    ``max_records``: at most about that many (the next call goes on), so that a
+    dispatch is done in slices. Returns where the dispatched records end (the next
+    call's ``start``) and each queue that gained entries, with its new max offset."""
     # columns sized for the records the span can hold (the smallest is ~90 bytes), not
     # recovery's 65,536: a slave dispatches a few dozen records at a time
-    walker = _LogWalker(store, check_crc=False, chunk=min(1 << 16, (end - start) // 64 + 16))
+    rows = min(1 << 16, (end - start) // 64 + 16)
+    if max_records is not None:
+        rows = min(rows, max_records)
+    walker = _LogWalker(store, check_crc=False, chunk=rows)
     touched: dict[tuple[str, int], int] = {}
     gaps: set[tuple[str, int]] = set()
     report = RecoveryReport(abnormal=False)
@@ -381,7 +385,7 @@ def dispatch_between(
             _dispatch(store, chunk, index_from=start, gaps=gaps, report=report, cache=cache,
                       touched=touched)  # fmt: skip
             reached = int(ends[whole - 1])
-        if whole < len(ends):
+        if whole < len(ends) or max_records is not None:
             break
     else:
         if not walker.garbage and walker.end <= end:

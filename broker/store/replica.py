@@ -52,6 +52,10 @@ class ReplicaLog:
     def dispatched(self) -> int:
         return self.store.dispatched_offset
 
+    def pending(self, confirmed: int) -> bool:
+        """Whether records up to ``confirmed`` wait for ``dispatch_to``."""
+        return min(confirmed, self.max_offset) > self.store.dispatched_offset
+
     def append(self, offset: int, data: bytes | memoryview) -> int:
         """Write ``data`` at ``offset``, which must be the log's end; returns the new end."""
         segments = self.store.commit_log.queue
@@ -76,17 +80,21 @@ class ReplicaLog:
                 view = view[n:]
             return self.max_offset
 
-    def dispatch_to(self, confirmed: int) -> dict[tuple[str, int], int]:
-        """Make records up to ``min(confirmed, end of log)`` readable; returns each queue
-        that gained entries with its new max offset (for long polls to wake)."""
+    def dispatch_to(
+        self, confirmed: int, *, max_records: int | None = None
+    ) -> dict[tuple[str, int], int]:
+        """Make records up to ``min(confirmed, end of log)`` readable (``max_records``:
+        at most about that many this call; ``pending`` says whether more wait); returns
+        each queue that gained entries with its new max offset (for long polls to wake)."""
         store = self.store
         with self._lock:
             start = store.dispatched_offset
             end = min(confirmed, self.max_offset)
             if end <= start:
                 return {}
-            reached, touched = dispatch_between(store, start, end)
-            if end - reached > store.config.max_message_size + RECORD_SLACK:
+            reached, touched = dispatch_between(store, start, end, max_records=max_records)
+            sliced = max_records is not None and reached > start  # the next slice goes on
+            if not sliced and end - reached > store.config.max_message_size + RECORD_SLACK:
                 # a whole record would have fit: the bytes there are not records
                 raise StoreError(
                     f"replicated bytes at {reached} are not a record (dispatching {start}-{end})"

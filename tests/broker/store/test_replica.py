@@ -288,3 +288,40 @@ def test_a_read_limit_hides_keyed_lookups_past_it(
     assert master.query_message(TOPIC, "k30") == []
     master.read_limit = None
     assert master.query_message(TOPIC, "k30") != []
+
+
+def test_a_dispatch_in_slices_reads_as_one_and_refuses_bytes_that_are_not_records(
+    pair: tuple[MessageStore, MessageStore, ReplicaLog],
+) -> None:
+    """A slave dispatches a backlog a slice at a time (its event loop reads and
+    acknowledges between slices): the queues and index come out as the master's, and
+    bytes past the records that cannot be one are refused once no slice goes on."""
+    master, slave, replica = pair
+    fill_master(master, 300)  # several segments, BLANKs at their ends included
+    data = log_bytes(master)
+    replica.append(0, data)
+    slices = 0
+    while replica.pending(len(data)):
+        before = slave.dispatched_offset
+        replica.dispatch_to(len(data), max_records=7)
+        assert slave.dispatched_offset > before  # each slice goes on
+        slices += 1
+    assert slices >= 350 // 7 and slave.dispatched_offset == len(data)
+    for qid in range(3):
+        mine = master.get_message(TOPIC, qid, 0, 10_000)
+        theirs = slave.get_message(TOPIC, qid, 0, 10_000)
+        assert theirs.queue_offsets == mine.queue_offsets
+        assert b"".join(r.data for r in theirs.runs) == b"".join(r.data for r in mine.runs)
+    assert [m.body for m in slave.query_message(TOPIC, "k77")] == [
+        m.body for m in master.query_message(TOPIC, "k77")
+    ]
+    # a few bytes that are not a record yet may be the start of one: they wait
+    replica.append(len(data), b"\xff" * 1000)
+    assert replica.dispatch_to(len(data) + 1000, max_records=7) == {}
+    assert slave.dispatched_offset == len(data)
+    # more than any record could be: refused
+    junk = slave.config.max_message_size + (70 << 10)
+    replica.append(len(data) + 1000, b"\xff" * junk)
+    with pytest.raises(StoreError, match="not a record"):
+        replica.dispatch_to(len(data) + 1000 + junk, max_records=7)
+    assert slave.dispatched_offset == len(data)
