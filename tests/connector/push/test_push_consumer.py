@@ -257,7 +257,12 @@ def test_a_fast_listener_is_called_on_the_reader_thread_and_a_slow_one_holds_no_
         c.start()
         wait_until(lambda: len(seen.bodies()) >= 200, 60.0, what="200 messages")
     assert sorted(seen.bodies()) == sorted(f"m{i}" for i in range(200))
-    assert threads and all(t.startswith("pymq-remoting-") for t in threads), set(threads)
+    # on the reader thread: the first call always (nothing measured yet), the others
+    # too unless the machine stalled an answer past INLINE_S (its rest then goes to
+    # the pool, by design: seen once on a loaded CI machine)
+    assert threads and threads[0].startswith("pymq-remoting-"), threads[:3]
+    inline = sum(t.startswith("pymq-remoting-") for t in threads)
+    assert inline * 2 > len(threads), (inline, len(threads), set(threads))
 
     seen, threads = Seen(), []
     gate, entered = threading.Event(), threading.Event()
