@@ -59,6 +59,19 @@ def pair(tmp_path: Path) -> tuple[MessageStore, MessageStore, ReplicaLog]:
             s.shutdown()
 
 
+def assert_same_reads(master: MessageStore, slave: MessageStore, key: str) -> None:
+    """The slave reads as the master: each queue's offsets and records, and ``key``'s
+    index lookup."""
+    for qid in range(3):
+        mine = master.get_message(TOPIC, qid, 0, 10_000)
+        theirs = slave.get_message(TOPIC, qid, 0, 10_000)
+        assert theirs.queue_offsets == mine.queue_offsets
+        assert b"".join(r.data for r in theirs.runs) == b"".join(r.data for r in mine.runs)
+    assert [m.body for m in slave.query_message(TOPIC, key)] == [
+        m.body for m in master.query_message(TOPIC, key)
+    ]
+
+
 def physical_offset(store: MessageStore, queue_id: int, offset: int) -> int:
     """PHYSICALOFFSET of a queue's message (bytes 28-36 of its record)."""
     got = store.get_message(TOPIC, queue_id, offset, 1)
@@ -98,14 +111,7 @@ def test_replicated_bytes_are_the_masters_and_reads_stop_at_the_confirm_offset(
     touched = replica.dispatch_to(master.commit_log.max_offset())
     assert touched  # queues that gained entries, for long polls to wake
     assert log_bytes(slave) == data
-    for qid in range(3):
-        mine = master.get_message(TOPIC, qid, 0, 10_000)
-        theirs = slave.get_message(TOPIC, qid, 0, 10_000)
-        assert theirs.queue_offsets == mine.queue_offsets
-        assert b"".join(r.data for r in theirs.runs) == b"".join(r.data for r in mine.runs)
-    assert [m.body for m in slave.query_message(TOPIC, "k7")] == [
-        m.body for m in master.query_message(TOPIC, "k7")
-    ]
+    assert_same_reads(master, slave, "k7")
 
 
 def test_a_slave_restarted_after_replication_recovers_the_same_log(
@@ -307,14 +313,7 @@ def test_a_dispatch_in_slices_reads_as_one_and_refuses_bytes_that_are_not_record
         assert slave.dispatched_offset > before  # each slice goes on
         slices += 1
     assert slices >= 350 // 7 and slave.dispatched_offset == len(data)
-    for qid in range(3):
-        mine = master.get_message(TOPIC, qid, 0, 10_000)
-        theirs = slave.get_message(TOPIC, qid, 0, 10_000)
-        assert theirs.queue_offsets == mine.queue_offsets
-        assert b"".join(r.data for r in theirs.runs) == b"".join(r.data for r in mine.runs)
-    assert [m.body for m in slave.query_message(TOPIC, "k77")] == [
-        m.body for m in master.query_message(TOPIC, "k77")
-    ]
+    assert_same_reads(master, slave, "k77")
     # a few bytes that are not a record yet may be the start of one: they wait
     replica.append(len(data), b"\xff" * 1000)
     assert replica.dispatch_to(len(data) + 1000, max_records=7) == {}
