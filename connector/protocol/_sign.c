@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -449,45 +450,243 @@ check_args(PyObject *const *args, Py_ssize_t nargs, const char *name)
     return 0;
 }
 
-static PyObject *
-k_remoting_signature(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* the HMAC-SHA1 of ``ext``'s signed values, then ``body``, into ``digest`` (args as
+ * check_args: ext, body, inner, outer, states) */
+static int
+signature_digest(PyObject *const *args, uint8_t digest[20])
 {
-    (void)module;
-    if (check_args(args, nargs, "remoting_signature") < 0) {
-        return NULL;
-    }
     PyObject *ext = args[0], *body = args[1], *states = args[4];
     Py_ssize_t body_len = PyObject_Size(body);
     if (body_len < 0) {
-        return NULL;
+        return -1;
     }
     Buf b;
     buf_init(&b);
     if (add_values(&b, ext) < 0) {
         buf_free(&b);
-        return NULL;
+        return -1;
     }
+    int rc;
     if (body_len < (use_shani ? SMALL_BODY : SMALL_BODY_PORTABLE)) {
         Py_buffer view;
         if (PyObject_GetBuffer(body, &view, PyBUF_SIMPLE) < 0) {
             buf_free(&b);
-            return NULL;
+            return -1;
         }
-        int rc = buf_add(&b, view.buf, view.len);
+        rc = buf_add(&b, view.buf, view.len);
         PyBuffer_Release(&view);
-        if (rc < 0) {
-            buf_free(&b);
+        if (rc == 0) {
+            hmac_here((const uint8_t *)PyBytes_AS_STRING(states), &b, digest);
+        }
+    } else {
+        rc = hmac_hashlib(args, &b, body_len > 0 ? body : NULL, digest);
+    }
+    buf_free(&b);
+    return rc;
+}
+
+static PyObject *
+k_remoting_signature(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    uint8_t digest[20];
+    if (check_args(args, nargs, "remoting_signature") < 0 || signature_digest(args, digest) < 0) {
+        return NULL;
+    }
+    return base64_of(digest);
+}
+
+/* -- the rest of a check: the signature compared, the request's number ---------------- */
+
+/* what settle / verify answer (connector/protocol/acl.py names them) */
+enum { CHECK_OK = 0, CHECK_MISMATCH = 1, CHECK_MALFORMED = 2, CHECK_EXPIRED = 3, CHECK_REPLAYED = 4 };
+
+static PyObject *s_signature, *s_sign_seq, *s_sign_time;
+
+/* ``text`` (n bytes) as a decimal of 1 to 18 ASCII digits, else -1 */
+static long long
+digits(const char *text, Py_ssize_t n)
+{
+    if (n < 1 || n > 18) {
+        return -1;
+    }
+    long long v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (text[i] < '0' || text[i] > '9') {
+            return -1;
+        }
+        v = 10 * v + (text[i] - '0');
+    }
+    return v;
+}
+
+/* whether ``ext``'s Signature is ``expected`` (28 ASCII bytes), in time independent of
+ * where they differ */
+static int
+signature_is(PyObject *ext, const char *expected)
+{
+    PyObject *sent = PyDict_GetItemWithError(ext, s_signature); /* borrowed */
+    if (sent == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if (!PyUnicode_Check(sent)) {
+        return 0;
+    }
+    Py_ssize_t len;
+    const char *text = PyUnicode_AsUTF8AndSize(sent, &len);
+    if (text == NULL) {
+        return -1;
+    }
+    if (len != 28) {
+        return 0;
+    }
+    unsigned diff = 0;
+    for (int i = 0; i < 28; i++) {
+        diff |= (unsigned)(unsigned char)text[i] ^ (unsigned)(unsigned char)expected[i];
+    }
+    return diff == 0;
+}
+
+/* Unix milliseconds now */
+static long long
+wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* the check once the signature is known (see settle) */
+static PyObject *
+settle_with(PyObject *ext, const char *expected, PyObject *seqs, long long now, long long window)
+{
+    int same = signature_is(ext, expected);
+    if (same <= 0) {
+        return same < 0 ? NULL : PyLong_FromLong(CHECK_MISMATCH);
+    }
+    PyObject *seq = PyDict_GetItemWithError(ext, s_sign_seq); /* borrowed */
+    if (seq == NULL) {
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(CHECK_OK); /* not numbered */
+    }
+    PyObject *sent = PyDict_GetItemWithError(ext, s_sign_time);
+    if (sent == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyUnicode_Check(seq) || sent == NULL || !PyUnicode_Check(sent)) {
+        return PyLong_FromLong(CHECK_MALFORMED);
+    }
+    Py_ssize_t seq_len, sent_len;
+    const char *seq_text = PyUnicode_AsUTF8AndSize(seq, &seq_len);
+    const char *sent_text = seq_text ? PyUnicode_AsUTF8AndSize(sent, &sent_len) : NULL;
+    if (sent_text == NULL) {
+        return NULL;
+    }
+    Py_ssize_t dash = seq_len - 1;
+    while (dash >= 0 && seq_text[dash] != '-') {
+        dash--;
+    }
+    long long n = dash >= 0 ? digits(seq_text + dash + 1, seq_len - dash - 1) : -1;
+    long long sent_ms = digits(sent_text, sent_len);
+    if (n < 0 || sent_ms < 0) {
+        return PyLong_FromLong(CHECK_MALFORMED);
+    }
+    if (now < 0) {
+        now = wall_ms();
+    }
+    if (sent_ms > now + window || sent_ms < now - window) {
+        return PyLong_FromLong(CHECK_EXPIRED);
+    }
+    PyObject *instance = PyUnicode_FromStringAndSize(seq_text, dash);
+    if (instance == NULL) {
+        return NULL;
+    }
+    PyObject *last = PyDict_GetItemWithError(seqs, instance); /* borrowed */
+    if (last == NULL && PyErr_Occurred()) {
+        Py_DECREF(instance);
+        return NULL;
+    }
+    if (last != NULL && PyTuple_Check(last) && PyTuple_GET_SIZE(last) == 2) {
+        long long before = PyLong_AsLongLong(PyTuple_GET_ITEM(last, 0));
+        if (before == -1 && PyErr_Occurred()) {
+            Py_DECREF(instance);
             return NULL;
         }
-        uint8_t digest[20];
-        hmac_here((const uint8_t *)PyBytes_AS_STRING(states), &b, digest);
-        buf_free(&b);
-        return base64_of(digest);
+        if (n <= before) {
+            Py_DECREF(instance);
+            return PyLong_FromLong(CHECK_REPLAYED);
+        }
     }
+    PyObject *entry = Py_BuildValue("(LL)", n, now);
+    int rc = entry == NULL ? -1 : PyDict_SetItem(seqs, instance, entry);
+    Py_XDECREF(entry);
+    Py_DECREF(instance);
+    return rc < 0 ? NULL : PyLong_FromLong(CHECK_OK);
+}
+
+/* seqs, now_ms, window_ms: a dict and two ints */
+static int
+check_settle_args(PyObject *seqs, PyObject *now, PyObject *window, long long *now_ms,
+                  long long *window_ms)
+{
+    if (!PyDict_Check(seqs)) {
+        PyErr_SetString(PyExc_TypeError, "seqs must be a dict");
+        return -1;
+    }
+    *now_ms = PyLong_AsLongLong(now);
+    *window_ms = *now_ms == -1 && PyErr_Occurred() ? -1 : PyLong_AsLongLong(window);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* settle(ext, expected, seqs, now_ms, window_ms) -> int */
+static PyObject *
+k_settle(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 5 || !PyDict_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "settle(ext: dict, expected: str, seqs, now_ms, window_ms)");
+        return NULL;
+    }
+    long long now, window;
+    if (check_settle_args(args[2], args[3], args[4], &now, &window) < 0) {
+        return NULL;
+    }
+    Py_ssize_t len;
+    const char *expected = PyUnicode_AsUTF8AndSize(args[1], &len);
+    if (expected == NULL) {
+        return NULL;
+    }
+    if (len != 28) {
+        return PyLong_FromLong(CHECK_MISMATCH);
+    }
+    return settle_with(args[0], expected, args[2], now, window);
+}
+
+/* verify(inner, outer, states, ext, body, seqs, now_ms, window_ms) -> int: the keys
+ * first, so that a functools.partial of them checks one account's requests */
+static PyObject *
+k_verify(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "verify(inner, outer, states, ext, body, seqs, now_ms, window_ms)");
+        return NULL;
+    }
+    PyObject *sign_args[5] = {args[3], args[4], args[0], args[1], args[2]};
+    long long now, window;
     uint8_t digest[20];
-    int rc = hmac_hashlib(args, &b, body_len > 0 ? body : NULL, digest);
-    buf_free(&b);
-    return rc < 0 ? NULL : base64_of(digest);
+    if (check_args(sign_args, 5, "verify") < 0
+        || check_settle_args(args[5], args[6], args[7], &now, &window) < 0
+        || signature_digest(sign_args, digest) < 0) {
+        return NULL;
+    }
+    PyObject *text = base64_of(digest);
+    if (text == NULL) {
+        return NULL;
+    }
+    PyObject *status = settle_with(args[3], PyUnicode_AsUTF8(text), args[5], now, window);
+    Py_DECREF(text);
+    return status;
 }
 
 /* -- a large body hashed on a native thread ----------------------------------------- */
@@ -777,6 +976,10 @@ static PyMethodDef methods[] = {
            "remoting_signature(ext, body, inner, outer, states) -> str (the module's text)"),
     METHOD("begin_signature", k_begin_signature,
            "begin_signature(ext, body, inner, outer, states) -> Pending (the module's text)"),
+    METHOD("settle", k_settle,
+           "settle(ext, expected, seqs, now_ms, window_ms) -> int (connector/protocol/acl.py)"),
+    METHOD("verify", k_verify,
+           "verify(inner, outer, states, ext, body, seqs, now_ms, window_ms) -> int (settle's)"),
     METHOD("keyed_states", k_keyed_states, "keyed_states(key_block) -> 40 bytes"),
     METHOD("compress", k_compress, "compress(state, blocks, shani) -> state"),
     {NULL, NULL, 0, NULL},
@@ -797,7 +1000,11 @@ PyInit__sign(void)
     s_copy = PyUnicode_InternFromString("copy");
     s_update = PyUnicode_InternFromString("update");
     s_digest = PyUnicode_InternFromString("digest");
-    if (s_copy == NULL || s_update == NULL || s_digest == NULL) {
+    s_signature = PyUnicode_InternFromString("Signature");
+    s_sign_seq = PyUnicode_InternFromString("pymqSignSeq");
+    s_sign_time = PyUnicode_InternFromString("pymqSignTime");
+    if (s_copy == NULL || s_update == NULL || s_digest == NULL || s_signature == NULL
+        || s_sign_seq == NULL || s_sign_time == NULL) {
         return NULL;
     }
     if (PyType_Ready(&PendingType) < 0) {

@@ -6,12 +6,23 @@ compression in Python (FIPS 180-4), run once per account."""
 
 from __future__ import annotations
 
+import hmac
 import struct
+import time
 from binascii import b2a_base64
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["SHANI", "Pending", "begin_signature", "compress", "keyed_states", "remoting_signature"]
+__all__ = [
+    "SHANI",
+    "Pending",
+    "begin_signature",
+    "compress",
+    "keyed_states",
+    "remoting_signature",
+    "settle",
+    "verify",
+]
 
 SHANI = 0  # no SHA instructions here
 _UNSIGNED = ("Signature", "_UNIQUE_KEY_QUERY")
@@ -48,6 +59,66 @@ def remoting_signature(
     if len(digest) != 20:
         raise TypeError("inner and outer must be SHA-1 hash objects")
     return b2a_base64(digest, newline=False).decode()
+
+
+# settle's answers (connector/protocol/acl.py names them)
+OK, MISMATCH, MALFORMED, EXPIRED, REPLAYED = range(5)
+
+
+def _digits(text: str) -> int:
+    """``text`` as a decimal of 1 to 18 ASCII digits, else -1."""
+    if not 1 <= len(text) <= 18 or not text.isascii() or not text.isdigit():
+        return -1
+    return int(text)
+
+
+def settle(
+    ext: Mapping[str, str], expected: str, seqs: dict[str, tuple[int, int]], now_ms: int,
+    window_ms: int,
+) -> int:  # fmt: skip
+    """The rest of a remoting check once the signature ``expected`` is known: ``ext``'s
+    Signature must be it (compared in constant time); then, for a request numbered by
+    pymq's clients (``pymqSignSeq`` = ``<instance>-<n>``, ``pymqSignTime`` = Unix ms),
+    its time within ``window_ms`` of ``now_ms`` (-1: the clock now) and ``n`` above the
+    last its instance sent, which ``seqs`` then records as ``(n, now_ms)``. OK (0), or
+    why not: MISMATCH, MALFORMED, EXPIRED, REPLAYED."""
+    if not isinstance(ext, dict) or not isinstance(expected, str):
+        raise TypeError("settle(ext: dict, expected: str, seqs, now_ms, window_ms)")
+    if not isinstance(seqs, dict):
+        raise TypeError("seqs must be a dict")
+    sent = ext.get("Signature")
+    if not isinstance(sent, str) or not sent.isascii() or len(sent) != 28 or len(expected) != 28:
+        return MISMATCH
+    if not hmac.compare_digest(sent.encode(), expected.encode()):
+        return MISMATCH
+    seq = ext.get("pymqSignSeq")
+    if seq is None:
+        return OK  # not numbered (RocketMQ's clients)
+    sent_time = ext.get("pymqSignTime")
+    if not isinstance(seq, str) or not isinstance(sent_time, str):
+        return MALFORMED
+    instance, dash, n_text = seq.rpartition("-")
+    n, sent_ms = _digits(n_text) if dash else -1, _digits(sent_time)
+    if n < 0 or sent_ms < 0:
+        return MALFORMED
+    if now_ms < 0:
+        now_ms = int(time.time() * 1000)
+    if abs(now_ms - sent_ms) > window_ms:
+        return EXPIRED
+    last = seqs.get(instance)
+    if last is not None and n <= last[0]:
+        return REPLAYED
+    seqs[instance] = (n, now_ms)
+    return OK
+
+
+def verify(
+    inner: Any, outer: Any, states: bytes, ext: Mapping[str, str], body: bytes | memoryview,
+    seqs: dict[str, tuple[int, int]], now_ms: int, window_ms: int,
+) -> int:  # fmt: skip
+    """``settle`` with the signature made here (the keys first: a partial of them checks
+    one account's requests)."""
+    return settle(ext, remoting_signature(ext, body, inner, outer, states), seqs, now_ms, window_ms)
 
 
 class Pending:

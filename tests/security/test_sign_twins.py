@@ -8,6 +8,7 @@ import concurrent.futures
 import hashlib
 import hmac
 import os
+import time
 from types import ModuleType
 from typing import Any
 
@@ -193,3 +194,62 @@ def test_a_forked_child_signs_on_its_own_worker() -> None:
     finally:
         os.close(read)
         os.waitpid(pid, 0)
+
+
+WINDOW = 300_000
+NOW = 1_800_000_000_000
+
+
+def _numbered(secret: str, seq: str, sent_ms: str, **more: str) -> dict[str, str]:
+    ext = {"AccessKey": "AK", "topic": "T", "pymqSignSeq": seq, "pymqSignTime": sent_ms, **more}
+    ext["Signature"] = _rocketmq(secret, ext, b"body")
+    return ext
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=["python", "c"])
+def test_twins_settle_a_check_the_same_way(twin: ModuleType) -> None:
+    """``settle`` / ``verify``: the signature compared, then pymq's numbering (the time
+    window, the number rising per client instance), the answers by name."""
+    signer = RemotingSigner("SK123456")
+    keyed = (signer._inner, signer._outer, signer._states)
+    seqs: dict[str, tuple[int, int]] = {}
+
+    def verify(ext: dict[str, str], now: int = NOW) -> int:
+        return twin.verify(*keyed, ext, b"body", seqs, now, WINDOW)  # type: ignore[no-any-return]
+
+    # RocketMQ's clients do not number their requests: the signature alone
+    plain = {"AccessKey": "AK", "topic": "T"}
+    plain["Signature"] = _rocketmq("SK123456", plain, b"body")
+    assert verify(plain) == _sign_py.OK and seqs == {}
+    assert verify({**plain, "Signature": plain["Signature"][:-2] + "A="}) == _sign_py.MISMATCH
+    assert verify({"AccessKey": "AK", "topic": "T"}) == _sign_py.MISMATCH  # unsigned
+    assert verify({**plain, "Signature": "x"}) == _sign_py.MISMATCH
+    assert verify(_numbered("other", "i-1", str(NOW))) == _sign_py.MISMATCH
+
+    assert verify(_numbered("SK123456", "inst-a-5", str(NOW - WINDOW))) == _sign_py.OK
+    assert seqs == {"inst-a": (5, NOW)}  # the instance is what comes before the last dash
+    assert verify(_numbered("SK123456", "inst-a-5", str(NOW))) == _sign_py.REPLAYED
+    assert verify(_numbered("SK123456", "inst-a-4", str(NOW))) == _sign_py.REPLAYED
+    assert verify(_numbered("SK123456", "inst-a-6", str(NOW + 1)), NOW + 2) == _sign_py.OK
+    assert seqs["inst-a"] == (6, NOW + 2)
+    assert verify(_numbered("SK123456", "inst-b-1", str(NOW + WINDOW + 1))) == _sign_py.EXPIRED
+    assert verify(_numbered("SK123456", "inst-b-1", str(NOW - WINDOW - 1))) == _sign_py.EXPIRED
+    for seq, sent in (("7", str(NOW)), ("i-", str(NOW)), ("i-+7", str(NOW)), ("i-1e3", str(NOW)),
+                      ("i-" + "9" * 19, str(NOW)), ("i-٣", str(NOW)), ("i-7", " 1"),
+                      ("i-7", ""), ("i-7", "-5")):  # fmt: skip
+        assert verify(_numbered("SK123456", seq, sent)) == _sign_py.MALFORMED, (seq, sent)
+    assert "inst-b" not in seqs  # refused requests are not recorded
+    numbered_without_time = {"AccessKey": "AK", "pymqSignSeq": "i-9"}
+    numbered_without_time["Signature"] = _rocketmq("SK123456", numbered_without_time, b"body")
+    assert verify(numbered_without_time) == _sign_py.MALFORMED
+
+    # settle: the same once the signature is known; the clock read when now_ms is -1
+    ext = _numbered("SK123456", "c-1", str(int(time.time() * 1000)))
+    assert twin.settle(ext, ext["Signature"], seqs, -1, WINDOW) == _sign_py.OK
+    assert seqs["c"][0] == 1 and abs(seqs["c"][1] - time.time() * 1000) < 60_000
+    assert twin.settle(ext, "y" * 28, seqs, -1, WINDOW) == _sign_py.MISMATCH
+    assert twin.settle(ext, "short", seqs, -1, WINDOW) == _sign_py.MISMATCH
+    for bad in ((["a"], "x", seqs, 0, WINDOW), (ext, 5, seqs, 0, WINDOW),
+                (ext, "x" * 28, [], 0, WINDOW)):  # fmt: skip
+        with pytest.raises(TypeError):
+            twin.settle(*bad)
