@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable
 
 from connector.errors import ConfigError, ConnectError, RemotingError, RemotingTimeoutError
-from connector.protocol.acl import Credentials, SignSequence, sign_remoting
+from connector.protocol.acl import Credentials, SignSequence, remoting_signer
 from connector.protocol.remoting import (
     FLAG_ONEWAY,
     FrameDecoder,
@@ -232,6 +232,8 @@ class RemotingConnection:
         # requests are signed (RocketMQ's ACL) when the client has an account
         self.credentials = credentials
         self.sequence = sequence or (SignSequence() if credentials is not None else None)
+        # sign(ext, body): one compiled call a request (connector/protocol/acl.py)
+        self._sign = None if credentials is None else remoting_signer(credentials, self.sequence)
         self.timeouts = timeouts
         self.busy_poll_s = busy_poll_s
         host, port = split_addr(addr)
@@ -315,17 +317,17 @@ class RemotingConnection:
     # -- requests ----------------------------------------------------------------------
 
     def _send(self, cmd: RemotingCommand) -> None:
-        creds = self.credentials
+        sign = self._sign
         body = cmd.body
-        if creds is None or cmd.is_response:
+        if sign is None or cmd.is_response:
             header = encode_header(cmd)
             prefix = frame_prefix(len(header), len(body))
         self.last_sent = time.monotonic()
         try:
             with self._send_lock:
-                if creds is not None and not cmd.is_response:
+                if sign is not None and not cmd.is_response:
                     # signed (and numbered) under the lock: numbers go out rising
-                    sign_remoting(cmd.ext, body, creds, self.sequence)
+                    sign(cmd.ext, body)
                     header = encode_header(cmd)
                     prefix = frame_prefix(len(header), len(body))
                 if len(body) < _SMALL_BODY:

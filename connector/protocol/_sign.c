@@ -501,7 +501,7 @@ k_remoting_signature(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 /* what settle / verify answer (connector/protocol/acl.py names them) */
 enum { CHECK_OK = 0, CHECK_MISMATCH = 1, CHECK_MALFORMED = 2, CHECK_EXPIRED = 3, CHECK_REPLAYED = 4 };
 
-static PyObject *s_signature, *s_sign_seq, *s_sign_time;
+static PyObject *s_signature, *s_sign_seq, *s_sign_time, *s_access_key;
 
 /* ``text`` (n bytes) as a decimal of 1 to 18 ASCII digits, else -1 */
 static long long
@@ -635,6 +635,62 @@ check_settle_args(PyObject *seqs, PyObject *now, PyObject *window, long long *no
     *now_ms = PyLong_AsLongLong(now);
     *window_ms = *now_ms == -1 && PyErr_Occurred() ? -1 : PyLong_AsLongLong(window);
     return PyErr_Occurred() ? -1 : 0;
+}
+
+/* sign(inner, outer, states, access_key, instance, counter, ext, body) -> None: a
+ * client's whole signing of one request: ``ext`` gets AccessKey, then (``instance``
+ * not None) pymqSignTime (the clock now, Unix ms) and pymqSignSeq (``instance-n``, n
+ * the next of the iterator ``counter``), then Signature over all of them and ``body``.
+ * The keys and the numbering first, so that a functools.partial of them signs one
+ * connection's requests in one call. */
+static PyObject *
+k_sign(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 8 || !PyUnicode_Check(args[3]) || !PyDict_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "sign(inner, outer, states, access_key: str, instance, counter, ext: dict, body)");
+        return NULL;
+    }
+    PyObject *ext = args[6], *instance = args[4];
+    if (PyDict_SetItem(ext, s_access_key, args[3]) < 0) {
+        return NULL;
+    }
+    if (instance != Py_None) {
+        if (!PyUnicode_Check(instance)) {
+            PyErr_SetString(PyExc_TypeError, "instance must be a str or None");
+            return NULL;
+        }
+        PyObject *n = PyIter_Next(args[5]);
+        if (n == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "the request numbers ran out");
+            }
+            return NULL;
+        }
+        PyObject *seq = PyUnicode_FromFormat("%U-%S", instance, n);
+        Py_DECREF(n);
+        PyObject *now = PyUnicode_FromFormat("%lld", wall_ms());
+        int rc = seq == NULL || now == NULL || PyDict_SetItem(ext, s_sign_time, now) < 0
+              || PyDict_SetItem(ext, s_sign_seq, seq) < 0;
+        Py_XDECREF(seq);
+        Py_XDECREF(now);
+        if (rc) {
+            return NULL;
+        }
+    }
+    PyObject *sign_args[5] = {ext, args[7], args[0], args[1], args[2]};
+    uint8_t digest[20];
+    if (check_args(sign_args, 5, "sign") < 0 || signature_digest(sign_args, digest) < 0) {
+        return NULL;
+    }
+    PyObject *text = base64_of(digest);
+    int rc = text == NULL ? -1 : PyDict_SetItem(ext, s_signature, text);
+    Py_XDECREF(text);
+    if (rc < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 /* settle(ext, expected, seqs, now_ms, window_ms) -> int */
@@ -976,6 +1032,8 @@ static PyMethodDef methods[] = {
            "remoting_signature(ext, body, inner, outer, states) -> str (the module's text)"),
     METHOD("begin_signature", k_begin_signature,
            "begin_signature(ext, body, inner, outer, states) -> Pending (the module's text)"),
+    METHOD("sign", k_sign,
+           "sign(inner, outer, states, access_key, instance, counter, ext, body) -> None"),
     METHOD("settle", k_settle,
            "settle(ext, expected, seqs, now_ms, window_ms) -> int (connector/protocol/acl.py)"),
     METHOD("verify", k_verify,
@@ -1003,8 +1061,9 @@ PyInit__sign(void)
     s_signature = PyUnicode_InternFromString("Signature");
     s_sign_seq = PyUnicode_InternFromString("pymqSignSeq");
     s_sign_time = PyUnicode_InternFromString("pymqSignTime");
+    s_access_key = PyUnicode_InternFromString("AccessKey");
     if (s_copy == NULL || s_update == NULL || s_digest == NULL || s_signature == NULL
-        || s_sign_seq == NULL || s_sign_time == NULL) {
+        || s_sign_seq == NULL || s_sign_time == NULL || s_access_key == NULL) {
         return NULL;
     }
     if (PyType_Ready(&PendingType) < 0) {

@@ -10,7 +10,7 @@ import hmac
 import struct
 import time
 from binascii import b2a_base64
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "keyed_states",
     "remoting_signature",
     "settle",
+    "sign",
     "verify",
 ]
 
@@ -59,6 +60,29 @@ def remoting_signature(
     if len(digest) != 20:
         raise TypeError("inner and outer must be SHA-1 hash objects")
     return b2a_base64(digest, newline=False).decode()
+
+
+def sign(
+    inner: Any, outer: Any, states: bytes, access_key: str, instance: str | None,
+    counter: Iterator[int] | None, ext: dict[str, str], body: bytes | memoryview,
+) -> None:  # fmt: skip
+    """A client's signing of one request: ``ext`` gets AccessKey, then (``instance`` not
+    None) pymqSignTime (Unix ms now) and pymqSignSeq (``instance-n``, n the next of
+    ``counter``), then Signature over them all and ``body``."""
+    if not isinstance(access_key, str) or not isinstance(ext, dict):
+        raise TypeError(
+            "sign(inner, outer, states, access_key: str, instance, counter, ext: dict, body)"
+        )
+    ext["AccessKey"] = access_key
+    if instance is not None:
+        if not isinstance(instance, str):
+            raise TypeError("instance must be a str or None")
+        n = next(counter, None)  # type: ignore[call-overload]
+        if n is None:
+            raise ValueError("the request numbers ran out")
+        ext["pymqSignTime"] = str(int(time.time() * 1000))
+        ext["pymqSignSeq"] = f"{instance}-{n}"
+    ext["Signature"] = remoting_signature(ext, body, inner, outer, states)
 
 
 # settle's answers (connector/protocol/acl.py names them)

@@ -7,6 +7,7 @@ import base64
 import concurrent.futures
 import hashlib
 import hmac
+import itertools
 import os
 import time
 from types import ModuleType
@@ -253,3 +254,29 @@ def test_twins_settle_a_check_the_same_way(twin: ModuleType) -> None:
                 (ext, "x" * 28, [], 0, WINDOW)):  # fmt: skip
         with pytest.raises(TypeError):
             twin.settle(*bad)
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=["python", "c"])
+def test_twins_sign_a_request_whole(twin: ModuleType) -> None:
+    """``sign``: AccessKey, the time and the next number, then the signature over them."""
+    signer = RemotingSigner("SK123456")
+    keyed = (signer._inner, signer._outer, signer._states)
+    counter = itertools.count(41)
+    seqs: dict[str, tuple[int, int]] = {}
+    for n in (41, 42):
+        ext = {"topic": "T", "queueId": "3", "Signature": "stale"}
+        before = int(time.time() * 1000)
+        twin.sign(*keyed, "AK", "inst-1", counter, ext, b"body")
+        assert ext["AccessKey"] == "AK" and ext["pymqSignSeq"] == f"inst-1-{n}"
+        assert before <= int(ext["pymqSignTime"]) <= time.time() * 1000
+        assert ext["Signature"] == _rocketmq("SK123456", ext, b"body")
+        assert twin.verify(*keyed, ext, b"body", seqs, -1, WINDOW) == _sign_py.OK
+    plain = {"topic": "T"}
+    twin.sign(*keyed, "AK", None, None, plain, memoryview(b"x" * 5000))  # RocketMQ's form
+    assert set(plain) == {"topic", "AccessKey", "Signature"}
+    assert plain["Signature"] == _rocketmq("SK123456", plain, b"x" * 5000)
+    with pytest.raises(ValueError):
+        twin.sign(*keyed, "AK", "i", iter(()), {}, b"")  # the numbers ran out
+    for bad in ((5, None, None, {}, b""), ("AK", 5, counter, {}, b""), ("AK", None, None, [], b"")):
+        with pytest.raises(TypeError):
+            twin.sign(*keyed, *bad)
