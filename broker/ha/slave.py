@@ -52,9 +52,12 @@ log = logging.getLogger(__name__)
 
 RETRY_S = 1.0  # between connection attempts
 # what the master confirmed is made readable at most this long after it arrived: one
-# dispatch then covers the records of many reads (a dispatch costs ~0.3 ms however few
-# records it has, and under load a read brings a few dozen); an ACK never waits for it
-DISPATCH_DELAY_S = 0.005
+# dispatch then covers the records of many reads (a dispatch costs ~0.5 ms however few
+# records it has, and under load a read brings a few dozen); an ACK never waits for it.
+# 5 ms -> 20 ms took the slave's CPU a message under ha_bench's durable load from
+# 21-23 to 15-17 us (alternating runs); a slave's reads (while its master is down)
+# trail by at most this much more.
+DISPATCH_DELAY_S = 0.02
 # ... in slices of about this many records, one a turn of the event loop: the master's
 # next records are read and acknowledged between them, not after a whole backlog's
 # dispatch (~1 us a record)
