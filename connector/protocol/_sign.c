@@ -86,6 +86,9 @@ load_be32(const uint8_t *p)
     ROUND(d, e, a, b, c, fn, k, word((t) + 2));                                             \
     ROUND(c, d, e, a, b, fn, k, word((t) + 3));                                             \
     ROUND(b, c, d, e, a, fn, k, word((t) + 4));
+#define TWENTY(t, fn, k)                                                                    \
+    FIVE(t, fn, k, SCHED) FIVE((t) + 5, fn, k, SCHED) FIVE((t) + 10, fn, k, SCHED)          \
+    FIVE((t) + 15, fn, k, SCHED)
 #define FIRST(t) (w[t])
 
 static void
@@ -105,18 +108,9 @@ compress_portable(uint32_t h[5], const uint8_t *p, size_t blocks)
         ROUND(d, e, a, b, c, F_CHOOSE, 0x5A827999, SCHED(17));
         ROUND(c, d, e, a, b, F_CHOOSE, 0x5A827999, SCHED(18));
         ROUND(b, c, d, e, a, F_CHOOSE, 0x5A827999, SCHED(19));
-        FIVE(20, F_PARITY, 0x6ED9EBA1, SCHED)
-        FIVE(25, F_PARITY, 0x6ED9EBA1, SCHED)
-        FIVE(30, F_PARITY, 0x6ED9EBA1, SCHED)
-        FIVE(35, F_PARITY, 0x6ED9EBA1, SCHED)
-        FIVE(40, F_MAJORITY, 0x8F1BBCDC, SCHED)
-        FIVE(45, F_MAJORITY, 0x8F1BBCDC, SCHED)
-        FIVE(50, F_MAJORITY, 0x8F1BBCDC, SCHED)
-        FIVE(55, F_MAJORITY, 0x8F1BBCDC, SCHED)
-        FIVE(60, F_PARITY, 0xCA62C1D6, SCHED)
-        FIVE(65, F_PARITY, 0xCA62C1D6, SCHED)
-        FIVE(70, F_PARITY, 0xCA62C1D6, SCHED)
-        FIVE(75, F_PARITY, 0xCA62C1D6, SCHED)
+        TWENTY(20, F_PARITY, 0x6ED9EBA1)
+        TWENTY(40, F_MAJORITY, 0x8F1BBCDC)
+        TWENTY(60, F_PARITY, 0xCA62C1D6)
         h[0] += a;
         h[1] += b;
         h[2] += c;
@@ -125,6 +119,7 @@ compress_portable(uint32_t h[5], const uint8_t *p, size_t blocks)
     }
 }
 #undef FIRST
+#undef TWENTY
 #undef FIVE
 #undef ROUND
 #undef F_MAJORITY
