@@ -656,6 +656,10 @@ k_sign(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyErr_SetString(PyExc_TypeError, "instance must be a str or None");
             return NULL;
         }
+        if (!PyIter_Check(args[5])) {
+            PyErr_SetString(PyExc_TypeError, "counter must be an iterator");
+            return NULL;
+        }
         PyObject *n = PyIter_Next(args[5]);
         if (n == NULL) {
             if (!PyErr_Occurred()) {

@@ -77,7 +77,9 @@ def sign(
     if instance is not None:
         if not isinstance(instance, str):
             raise TypeError("instance must be a str or None")
-        n = next(counter, None)  # type: ignore[call-overload]
+        if not isinstance(counter, Iterator):
+            raise TypeError("counter must be an iterator")
+        n = next(counter, None)
         if n is None:
             raise ValueError("the request numbers ran out")
         ext["pymqSignTime"] = str(int(time.time() * 1000))

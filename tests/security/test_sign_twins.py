@@ -277,6 +277,12 @@ def test_twins_sign_a_request_whole(twin: ModuleType) -> None:
     assert plain["Signature"] == _rocketmq("SK123456", plain, b"x" * 5000)
     with pytest.raises(ValueError):
         twin.sign(*keyed, "AK", "i", iter(()), {}, b"")  # the numbers ran out
-    for bad in ((5, None, None, {}, b""), ("AK", 5, counter, {}, b""), ("AK", None, None, [], b"")):
+    for bad in (
+        (5, None, None, {}, b""),
+        ("AK", 5, counter, {}, b""),
+        ("AK", None, None, [], b""),
+        ("AK", "i", None, {}, b""),  # numbered without a counter
+        ("AK", "i", [1, 2], {}, b""),  # an iterable is not an iterator
+    ):
         with pytest.raises(TypeError):
             twin.sign(*keyed, *bad)
