@@ -152,7 +152,7 @@ class RemotingSigner:
     as hashlib objects and as raw SHA-1 states (``_sign`` hashes a small request
     itself, a large body through hashlib)."""
 
-    __slots__ = ("_begin", "_inner", "_outer", "_sign", "_states", "verify")
+    __slots__ = ("_begin", "_inner", "_outer", "_states", "verify")
 
     def __init__(self, secret_key: str) -> None:
         key = secret_key.encode()
@@ -162,7 +162,6 @@ class RemotingSigner:
         self._inner = hashlib.sha1(bytes(b ^ 0x36 for b in key))
         self._outer = hashlib.sha1(bytes(b ^ 0x5C for b in key))
         kernel = _kernel()
-        self._sign = kernel.remoting_signature
         self._begin = kernel.begin_signature
         self._states: bytes = kernel.keyed_states(key)
         # verify(ext, body, seqs, now_ms, window_ms) -> CHECK_*: a server's whole check
@@ -171,10 +170,6 @@ class RemotingSigner:
         self.verify: Callable[..., int] = functools.partial(
             kernel.verify, self._inner, self._outer, self._states
         )
-
-    def signature(self, ext: dict[str, str], body: bytes | memoryview) -> str:
-        sign: Callable[..., str] = self._sign
-        return sign(ext, body, self._inner, self._outer, self._states)
 
     def signing(
         self, access_key: str, instance: str | None, counter: Iterator[int] | None
@@ -186,9 +181,10 @@ class RemotingSigner:
                                  instance, counter)  # fmt: skip
 
     def begin(self, ext: dict[str, str], body: bytes | memoryview) -> PendingSignature:
-        """``signature``, its body hashed on the compiled module's worker thread while
-        the caller goes on (the GIL is not needed there): ``result()`` waits for it.
-        Worth it for a large body only (a thread hand-over costs ~20-30 us here)."""
+        """The signature of ``ext`` and ``body``, the body hashed on the compiled module's
+        worker thread while the caller goes on (the GIL is not needed there):
+        ``result()`` waits for it. Worth it for a large body only (a thread hand-over
+        costs ~20-30 us here)."""
         begin: Callable[..., PendingSignature] = self._begin
         return begin(ext, body, self._inner, self._outer, self._states)
 
@@ -232,9 +228,6 @@ class SignSequence:
     def __init__(self) -> None:
         self.instance = secrets.token_hex(8)
         self.counter = itertools.count(1)
-
-    def next(self) -> str:
-        return f"{self.instance}-{next(self.counter)}"
 
 
 def remoting_signer(creds: Credentials, seq: SignSequence | None = None) -> Callable[..., None]:

@@ -18,7 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connector.protocol import _sign_py
-from connector.protocol.acl import Credentials, RemotingSigner, sign_remoting, signed_content
+from connector.protocol.acl import (
+    Credentials,
+    RemotingSigner,
+    remoting_signer,
+    sign_remoting,
+    signed_content,
+)
 
 try:
     from connector.protocol import _sign as _sign_c
@@ -31,7 +37,8 @@ SECRETS = ["SK123456", "ü-secret", "k" * 64, "x" * 65]  # a key longer than a b
 
 def test_the_signature_is_compiled() -> None:
     assert _sign_c is not None  # `pip install -e .` built connector/protocol/_sign.c here
-    assert RemotingSigner("s")._sign is _sign_c.remoting_signature
+    assert RemotingSigner("s").verify.func is _sign_c.verify  # type: ignore[attr-defined]
+    assert remoting_signer(Credentials("AK", "s")).func is _sign_c.sign  # type: ignore[attr-defined]
     assert _sign_c.SHANI in (0, 1)
 
 
