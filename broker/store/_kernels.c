@@ -670,6 +670,139 @@ fail:
     return NULL;
 }
 
+/* group_queues(buf, n, topic_pos, topic_lens, topic_crcs, queue_ids, queue_offsets,
+ *              offsets, sizes, tags_codes, groups, entries) -> groups found, or -1
+ * The first n records of scan_log's columns (topic_pos inside buf) by queue: a group is
+ * one topic (same bytes) and queue id, its records in log order. groups is int64
+ * [cap, 4], one row a group in order of first appearance: (first record, records,
+ * first queue offset, 1 if its queue offsets rise by one record to the next else 0);
+ * entries (n * 20 bytes) gets each group's ConsumeQueue entries (offset, size, tags
+ * code, big-endian) one group after another. -1: more groups than cap rows. */
+#define GROUP_SLOTS_MIN 64
+
+static PyObject *
+k_group_queues(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    Bufs b = {.n = 0};
+    Py_ssize_t limit, len, cap, ne, col = PY_SSIZE_T_MAX;
+    int64_t n;
+    const int64_t *c[8];
+    int32_t *ids = NULL, *slots = NULL;
+    int64_t *next_q = NULL;
+    if (check_nargs(nargs, 12, "group_queues") < 0) {
+        return NULL;
+    }
+    const uint8_t *buf = bufs_get(&b, args[0], "buf", 1, K_U8, 0, 0, 0, &limit);
+    if (buf == NULL || arg_i64(args[1], "n", &n) < 0) {
+        goto fail;
+    }
+    for (int i = 0; i < 8; i++) {
+        if ((c[i] = bufs_get(&b, args[2 + i], "column", 8, K_I64, 0, 1, 0, &len)) == NULL) {
+            goto fail;
+        }
+        col = len < col ? len : col;
+    }
+    int64_t *groups = bufs_get(&b, args[10], "groups", 8, K_I64, 1, 2, 4, &len);
+    uint8_t *entries = groups ? bufs_get(&b, args[11], "entries", 1, K_U8, 1, 0, 0, &ne) : 0;
+    if (entries == NULL) {
+        goto fail;
+    }
+    cap = len / 4;
+    if (n < 0 || n > col || ne < n * 20) {
+        bufs_release(&b);
+        return too_small("group_queues: n");
+    }
+    const int64_t *tpos = c[0], *tlen = c[1], *tcrc = c[2], *qid = c[3], *qoff = c[4];
+    const int64_t *off = c[5], *size = c[6], *tags = c[7];
+    for (int64_t i = 0; i < n; i++) {
+        if (tpos[i] < 0 || tlen[i] < 0 || tpos[i] + tlen[i] > limit) {
+            bufs_release(&b);
+            return too_small("group_queues: topic_pos");
+        }
+    }
+    Py_ssize_t nslots = GROUP_SLOTS_MIN;
+    while (nslots < 2 * cap) {
+        nslots *= 2;
+    }
+    ids = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    slots = PyMem_Malloc((size_t)nslots * sizeof(int32_t));
+    next_q = PyMem_Malloc((size_t)(cap ? cap : 1) * sizeof(int64_t));
+    if (ids == NULL || slots == NULL || next_q == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    memset(slots, 0xff, (size_t)nslots * sizeof(int32_t)); /* -1: empty */
+    int64_t g = 0, last = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t found = -1;
+        if (last >= 0) { /* runs of one queue are the usual shape (a batch) */
+            int64_t f = groups[last * 4];
+            if (tcrc[f] == tcrc[i] && qid[f] == qid[i] && tlen[f] == tlen[i] &&
+                memcmp(buf + tpos[f], buf + tpos[i], (size_t)tlen[i]) == 0) {
+                found = last;
+            }
+        }
+        if (found < 0) {
+            uint64_t h = ((uint64_t)tcrc[i] * 0x9E3779B97F4A7C15ULL) ^ (uint64_t)qid[i];
+            Py_ssize_t s = (Py_ssize_t)((h ^ (h >> 29)) & (uint64_t)(nslots - 1));
+            for (;; s = (s + 1) & (nslots - 1)) {
+                int32_t k = slots[s];
+                if (k < 0) {
+                    if (g >= cap) {
+                        g = -1;
+                        goto done;
+                    }
+                    slots[s] = (int32_t)g;
+                    groups[g * 4] = i;
+                    groups[g * 4 + 1] = 0;
+                    groups[g * 4 + 2] = qoff[i];
+                    groups[g * 4 + 3] = 1;
+                    next_q[g] = qoff[i];
+                    found = g++;
+                    break;
+                }
+                int64_t f = groups[k * 4];
+                if (tcrc[f] == tcrc[i] && qid[f] == qid[i] && tlen[f] == tlen[i] &&
+                    memcmp(buf + tpos[f], buf + tpos[i], (size_t)tlen[i]) == 0) {
+                    found = k;
+                    break;
+                }
+            }
+        }
+        if (qoff[i] != next_q[found]) {
+            groups[found * 4 + 3] = 0;
+        }
+        next_q[found] = qoff[i] + 1;
+        groups[found * 4 + 1]++;
+        ids[i] = (int32_t)found;
+        last = found;
+    }
+    /* where each group's entries start, then the entries (next_q reused as cursors) */
+    for (int64_t k = 0, at = 0; k < g; k++) {
+        next_q[k] = at;
+        at += groups[k * 4 + 1];
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t e = next_q[ids[i]]++ * 20;
+        put_i64(entries, e, off[i]);
+        put_i32(entries, e + 8, size[i]);
+        put_i64(entries, e + 12, tags[i]);
+    }
+done:
+    PyMem_Free(ids);
+    PyMem_Free(slots);
+    PyMem_Free(next_q);
+    bufs_release(&b);
+    return PyLong_FromLongLong((long long)g);
+fail:
+    PyMem_Free(ids);
+    PyMem_Free(slots);
+    PyMem_Free(next_q);
+    bufs_release(&b);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))kernels_configure, METH_FASTCALL, NULL},
     {"crc32", (PyCFunction)(void (*)(void))kernels_crc32, METH_FASTCALL, NULL},
@@ -682,6 +815,7 @@ static PyMethodDef methods[] = {
     {"index_insert", (PyCFunction)(void (*)(void))k_index_insert, METH_FASTCALL, NULL},
     {"check_records", (PyCFunction)(void (*)(void))k_check_records, METH_FASTCALL, NULL},
     {"scan_log", (PyCFunction)(void (*)(void))k_scan_log, METH_FASTCALL, NULL},
+    {"group_queues", (PyCFunction)(void (*)(void))k_group_queues, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 

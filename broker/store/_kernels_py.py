@@ -8,6 +8,7 @@ through bounds-checked slices of the buffer.
 
 from __future__ import annotations
 
+import itertools
 import re
 import struct
 from typing import Any
@@ -24,6 +25,7 @@ __all__ = [
     "crc32",
     "encode_batch_records",
     "encode_single_records",
+    "group_queues",
     "index_insert",
     "scan_batch",
     "scan_log",
@@ -436,3 +438,43 @@ def scan_log(
         nkeys = record_keys
         n += 1
         pos += total
+
+
+def group_queues(
+    buf: Any,
+    n: int,
+    topic_pos: np.ndarray,
+    topic_lens: np.ndarray,
+    topic_crcs: np.ndarray,
+    queue_ids: np.ndarray,
+    queue_offsets: np.ndarray,
+    offsets: np.ndarray,
+    sizes: np.ndarray,
+    tags_codes: np.ndarray,
+    groups: np.ndarray,
+    entries: Any,
+) -> int:
+    view = _view(buf)
+    out = _view(entries)
+    cols = (topic_pos, topic_lens, topic_crcs, queue_ids, queue_offsets, offsets, sizes,
+            tags_codes)  # fmt: skip
+    _check(0 <= n <= min(len(c) for c in cols) and len(out) >= n * 20, "group_queues: n")
+    _check(groups.ndim == 2 and groups.shape[1] == 4, "group_queues: groups")
+    members: dict[tuple[bytes, int], list[int]] = {}
+    for i in range(n):
+        at, size = int(topic_pos[i]), int(topic_lens[i])
+        _check(at >= 0 and size >= 0 and at + size <= len(view), "group_queues: topic_pos")
+        members.setdefault((bytes(view[at : at + size]), int(queue_ids[i])), []).append(i)
+    if len(members) > len(groups):
+        return -1
+    e = 0
+    for g, rows in enumerate(members.values()):
+        qoffs = [int(queue_offsets[i]) for i in rows]
+        rising = all(b == a + 1 for a, b in itertools.pairwise(qoffs))
+        groups[g] = (rows[0], len(rows), qoffs[0], int(rising))
+        for i in rows:
+            _I64.pack_into(out, e, int(offsets[i]))
+            _I32.pack_into(out, e + 8, int(sizes[i]))
+            _I64.pack_into(out, e + 12, int(tags_codes[i]))
+            e += 20
+    return len(members)

@@ -32,6 +32,7 @@ __all__ = [
     "check_records",
     "encode_batch_records",
     "encode_single_records",
+    "group_queues",
     "index_insert",
     "scan_batch",
     "scan_log",
@@ -213,3 +214,14 @@ LOG_ERRORS = {
 # was never written. Every read is bounded by the segment: a corrupted or truncated
 # segment ends the scan with a status, never a crash.
 scan_log = _kernels.scan_log
+
+# group_queues(buf, n, topic_pos, topic_lens, topic_crcs, queue_ids, queue_offsets,
+#     offsets, sizes, tags_codes, groups, entries) -> groups found, or -1 (more than fit)
+# The first ``n`` records of ``scan_log``'s columns by queue (same topic bytes, whose
+# ``topic_pos`` are inside ``buf``, and same queue id), groups in order of first
+# appearance: ``groups`` (int64, shape (rows, 4)) gets (first record, records, first
+# queue offset, 1 if the group's queue offsets rise by one record to the next else 0),
+# ``entries`` (n * 20 bytes) each group's ConsumeQueue entries (CQ_DTYPE's layout), one
+# group after another, log order inside each: a replica's dispatch in one call, not a
+# dozen numpy ones.
+group_queues = _kernels.group_queues

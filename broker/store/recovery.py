@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from broker.store.checkpoint import Checkpoint
-from broker.store.consume_queue import CQ_DTYPE, ConsumeQueue
+from broker.store.consume_queue import CQ_DTYPE, CQ_ENTRY_SIZE, ConsumeQueue
 from broker.store.files import file_name
 from broker.store.index import IndexFile
 from broker.store.kernels import (
@@ -38,6 +38,7 @@ from broker.store.kernels import (
     LOG_END_OF_DATA,
     LOG_ERRORS,
     LOG_SEGMENT_END,
+    group_queues,
     scan_log,
 )
 from broker.store.mapped_file import MappedFile
@@ -53,6 +54,10 @@ __all__ = ["dispatch_between", "recover"]
 
 log = logging.getLogger(__name__)
 _ZERO8 = bytes(8)
+# a replica's dispatch takes its compiled path for a chunk of at most this many queues
+APPEND_GROUPS = 256
+# topic names kept valid (or None) by raw bytes between a replica's dispatches
+NAMES_KEPT = 4096
 
 
 def _load_queues(store: MessageStore) -> set[tuple[str, int]]:
@@ -260,20 +265,23 @@ class _LogWalker:
         self.reason = self.reason or "end of data"
 
 
+def _topic_name(chunk: _Chunk, row: int, cache: dict[bytes, str | None]) -> str | None:
+    """The topic of the chunk's record ``row`` (None if not a valid name)."""
+    raw = chunk.segment.read(int(chunk.topic_pos[row]), int(chunk.topic_lens[row]))
+    if raw not in cache:
+        try:
+            cache[raw] = validate_topic(raw.decode("utf-8"))
+        except (UnicodeDecodeError, InvalidTopicError):
+            cache[raw] = None
+    return cache[raw]
+
+
 def _topic_names(
     chunk: _Chunk, cache: dict[bytes, str | None]
 ) -> tuple[list[str | None], np.ndarray]:
     """Each distinct topic of a chunk (None if not a valid name), and each record's index."""
     _, first, inverse = np.unique(chunk.topic_crcs, return_index=True, return_inverse=True)
-    names: list[str | None] = []
-    for i in first.tolist():
-        raw = chunk.segment.read(int(chunk.topic_pos[i]), int(chunk.topic_lens[i]))
-        if raw not in cache:
-            try:
-                cache[raw] = validate_topic(raw.decode("utf-8"))
-            except (UnicodeDecodeError, InvalidTopicError):
-                cache[raw] = None
-        names.append(cache[raw])
+    names = [_topic_name(chunk, i, cache) for i in first.tolist()]
     return names, inverse.reshape(-1)
 
 
@@ -357,15 +365,72 @@ def _dispatch(
     store._last_store_ts = max(store._last_store_ts, int(chunk.store_ts.max()))
 
 
+def _dispatch_appends(
+    store: MessageStore,
+    chunk: _Chunk,
+    *,
+    index_from: int,
+    cache: dict[bytes, str | None],
+    touched: dict[tuple[str, int], int],
+) -> bool:
+    """A replica's usual dispatch, one compiled grouping for the chunk: every queue it
+    names gains entries right at its end, in order. False, with nothing written, when
+    the chunk is not that (entries already there, a gap, a bad name, many queues):
+    ``_dispatch`` does the rest."""
+    n = len(chunk.offsets)
+    groups = np.empty((min(n, APPEND_GROUPS), 4), dtype=np.int64)
+    entries = np.empty(n * CQ_ENTRY_SIZE, dtype=np.uint8)
+    found = group_queues(
+        chunk.segment.buffer(), n, chunk.topic_pos, chunk.topic_lens, chunk.topic_crcs,
+        chunk.queue_ids, chunk.queue_offsets, chunk.offsets, chunk.sizes, chunk.tags_codes,
+        groups, entries,
+    )  # fmt: skip
+    if found < 0:
+        return False
+    plan: list[tuple[ConsumeQueue, int, int, tuple[str, int]]] = []
+    for first, count, queue_offset, rising in groups[:found].tolist():
+        topic = _topic_name(chunk, first, cache)
+        qid = int(chunk.queue_ids[first])
+        if topic is None or qid < 0 or not rising:
+            return False
+        cq = store.consume_queue(topic, qid, create=True)
+        assert cq is not None
+        if (cq.max_offset if cq.files.files else queue_offset) != queue_offset:
+            return False
+        plan.append((cq, queue_offset, count, (topic, qid)))
+    at = 0
+    for cq, queue_offset, count, key in plan:
+        cq.put_entries(queue_offset, entries[at : at + count * CQ_ENTRY_SIZE])
+        at += count * CQ_ENTRY_SIZE
+        touched[key] = cq.max_offset
+    if len(chunk.key_hashes) and store.config.message_index_enable:
+        offsets = chunk.offsets[chunk.key_recs]
+        sel = offsets >= index_from
+        if sel.all():
+            store.index.put_hashes(chunk.key_hashes, offsets, chunk.store_ts[chunk.key_recs])
+        elif sel.any():
+            store.index.put_hashes(
+                chunk.key_hashes[sel], offsets[sel], chunk.store_ts[chunk.key_recs][sel]
+            )
+    store._last_store_ts = max(store._last_store_ts, int(chunk.store_ts.max()))
+    return True
+
+
 def dispatch_between(
-    store: MessageStore, start: int, end: int, *, max_records: int | None = None
+    store: MessageStore,
+    start: int,
+    end: int,
+    *,
+    max_records: int | None = None,
+    names: dict[bytes, str | None] | None = None,
 ) -> tuple[int, dict[tuple[str, int], int]]:
     """Give the whole records in ``[start, end)`` their ConsumeQueue and index entries,
     as an append does: a slave's dispatch of what it replicated (``end`` may fall
     inside a record, whose bytes may not all be there yet: it waits for a later call).
     ``max_records``: at most about that many (the next call goes on), so that a
     dispatch is done in slices. Returns where the dispatched records end (the next
-    call's ``start``) and each queue that gained entries, with its new max offset."""
+    call's ``start``) and each queue that gained entries, with its new max offset.
+    ``names``: topic names by raw bytes, kept by the caller from one call to the next."""
     # columns sized for the records the span can hold (the smallest is ~90 bytes), not
     # recovery's 65,536: a slave dispatches a few dozen records at a time
     rows = min(1 << 16, (end - start) // 64 + 16)
@@ -375,15 +440,19 @@ def dispatch_between(
     touched: dict[tuple[str, int], int] = {}
     gaps: set[tuple[str, int]] = set()
     report = RecoveryReport(abnormal=False)
-    cache: dict[bytes, str | None] = {}
+    cache: dict[bytes, str | None] = {} if names is None else names
+    if len(cache) > NAMES_KEPT:
+        cache.clear()
     reached = start
     for walked in walker.walk(start, stop_at=end):
         ends = walked.offsets + walked.sizes
         whole = int(np.searchsorted(ends, end, side="right"))
         chunk = _head(walked, whole) if whole < len(ends) else walked
         if whole:
-            _dispatch(store, chunk, index_from=start, gaps=gaps, report=report, cache=cache,
-                      touched=touched)  # fmt: skip
+            if not _dispatch_appends(store, chunk, index_from=start, cache=cache,
+                                     touched=touched):  # fmt: skip
+                _dispatch(store, chunk, index_from=start, gaps=gaps, report=report,
+                          cache=cache, touched=touched)  # fmt: skip
             reached = int(ends[whole - 1])
         if whole < len(ends) or max_records is not None:
             break

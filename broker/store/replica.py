@@ -43,6 +43,7 @@ class ReplicaLog:
         self.epochs = epochs
         self.marker = store.config.store_dir / "ha_truncate"
         self._lock: threading.Lock = store._put_lock
+        self._names: dict[bytes, str | None] = {}  # topics by raw bytes, for dispatch_to
 
     @property
     def max_offset(self) -> int:
@@ -92,7 +93,9 @@ class ReplicaLog:
             end = min(confirmed, self.max_offset)
             if end <= start:
                 return {}
-            reached, touched = dispatch_between(store, start, end, max_records=max_records)
+            reached, touched = dispatch_between(
+                store, start, end, max_records=max_records, names=self._names
+            )
             sliced = max_records is not None and reached > start  # the next slice goes on
             if not sliced and end - reached > store.config.max_message_size + RECORD_SLACK:
                 # a whole record would have fit: the bytes there are not records

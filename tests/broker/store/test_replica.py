@@ -324,3 +324,27 @@ def test_a_dispatch_in_slices_reads_as_one_and_refuses_bytes_that_are_not_record
     with pytest.raises(StoreError, match="not a record"):
         replica.dispatch_to(len(data) + 1000 + junk, max_records=7)
     assert slave.dispatched_offset == len(data)
+
+
+def test_a_dispatch_over_entries_already_there_keeps_them_and_mends_a_wrong_one(
+    pair: tuple[MessageStore, MessageStore, ReplicaLog],
+) -> None:
+    """The compiled dispatch appends at each queue's end; records whose entries are there
+    already (the dispatch point behind the queues) go the checked way: entries that agree
+    are kept, one that disagrees is rewritten, the queues read as the master's."""
+    master, slave, replica = pair
+    data = replicate(master, replica, 120)
+    cq = slave.consume_queue(TOPIC, 2)
+    assert cq is not None
+    good = cq.get_entries(5, 1).copy()
+    cq.put(5, int(good["offset"][0]) + 1, int(good["size"][0]), 0)  # a wrong entry
+    slave.dispatched_offset = 0
+    replica.dispatch_to(len(data))
+    assert slave.dispatched_offset == len(data)
+    assert cq.get_entries(5, 1).tobytes() == good.tobytes()
+    assert_same_reads(master, slave, "k11")
+    fill_master(master, 30)  # and the common way goes on after it
+    more = log_bytes(master, len(data))
+    replica.append(len(data), more)
+    replica.dispatch_to(len(data) + len(more))
+    assert_same_reads(master, slave, "k11")

@@ -4,6 +4,7 @@ code must stop with a status, never read outside the buffer)."""
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import zlib
 from pathlib import Path
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from broker.store import _kernels_py as plain
 from broker.store import kernels
+from broker.store.consume_queue import CQ_DTYPE
 from connector.protocol.batch import encode_batch
 from connector.protocol.msgid import encode_host
 from connector.protocol.properties import encode_properties
@@ -274,3 +276,71 @@ def test_index_insert_twins_thread_the_same_chains() -> None:
     for module in (compiled, plain):
         with pytest.raises(ValueError, match="index file full"):
             module.index_insert(*full)
+
+
+def _group_args(names: list[bytes], qids: list[int], qoffs: list[int], cap: int) -> list[Any]:
+    """group_queues' arguments for records of the given topics, queues and queue offsets
+    (topic crcs all alike, so that only the names' bytes tell topics apart)."""
+    raw = b"".join(names)
+    at = np.cumsum([0] + [len(x) for x in names])[:-1]
+    n = len(names)
+    cols = [
+        at.astype(np.int64), np.array([len(x) for x in names], np.int64),
+        np.full(n, 12345, np.int64), np.array(qids, np.int64), np.array(qoffs, np.int64),
+        np.arange(n, dtype=np.int64) * 1000 + 7, np.arange(n, dtype=np.int64) + 90,
+        np.arange(n, dtype=np.int64) * -3,
+    ]  # fmt: skip
+    return [np.frombuffer(raw, np.uint8), n, *cols, np.zeros((cap, 4), np.int64),
+            np.zeros(n * 20, np.uint8)]  # fmt: skip
+
+
+NAMES = st.sampled_from([b"T", b"U", b"TT", b"T_1"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    records=st.lists(st.tuples(NAMES, st.integers(-1, 2), st.integers(0, 3)), max_size=40),
+    cap=st.integers(1, 6),
+)
+def test_group_queues_twins_group_the_same_entries(
+    records: list[tuple[bytes, int, int]], cap: int
+) -> None:
+    names = [t for t, _, _ in records]
+    qids = [q for _, q, _ in records]
+    nxt: dict[tuple[bytes, int], int] = {}
+    qoffs = []
+    for t, q, skip in records:  # mostly rising by one a queue, sometimes not
+        qoffs.append(nxt.get((t, q), 50) + (skip == 3))
+        nxt[(t, q)] = qoffs[-1] + 1
+    c, p, c_args, p_args = _both("group_queues", lambda: _group_args(names, qids, qoffs, cap))
+    assert c == p
+    queues = list(dict.fromkeys(zip(names, qids, strict=True)))
+    if len(queues) > cap:
+        assert c == -1
+        return
+    assert c == len(queues)
+    _same_arrays(c_args, p_args)
+    groups, entries = c_args[10][:c].tolist(), c_args[11].view(CQ_DTYPE)
+    at = 0
+    for (first, count, qoff, rising), queue in zip(groups, queues, strict=True):
+        rows = [i for i, k in enumerate(zip(names, qids, strict=True)) if k == queue]
+        assert (first, count, qoff) == (rows[0], len(rows), qoffs[rows[0]])
+        assert rising == all(qoffs[b] == qoffs[a] + 1 for a, b in itertools.pairwise(rows))
+        got = entries[at : at + count]
+        assert got["offset"].tolist() == [i * 1000 + 7 for i in rows]
+        assert got["size"].tolist() == [i + 90 for i in rows]
+        assert got["tags_code"].tolist() == [i * -3 for i in rows]
+        at += count
+
+
+def test_group_queues_refuses_names_outside_the_buffer() -> None:
+    args = _group_args([b"T", b"U"], [0, 0], [1, 1], 4)
+    args[2] = np.array([0, 5], np.int64)  # the second name would start past the buffer
+    for module in (compiled, plain):
+        with pytest.raises(ValueError, match="out of bounds"):
+            module.group_queues(*args)
+    args = _group_args([b"T"], [0], [1], 4)
+    args[1] = 2  # more records than the columns have
+    for module in (compiled, plain):
+        with pytest.raises(ValueError, match="out of bounds"):
+            module.group_queues(*args)
