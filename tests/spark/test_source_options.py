@@ -215,9 +215,14 @@ def commit_log_bounds(broker_addr: str) -> tuple[int, int]:
 def wait_for_retention(
     cluster: LocalCluster, topic: str, timeout_s: float = 60
 ) -> dict[tuple[str, int], tuple[int, int]]:
-    """Poll until retention deleted every segment but the active one; each queue's bounds."""
+    """Poll until retention deleted every segment but the active one; each queue's bounds.
+
+    The queues' min offsets follow the CommitLog's deletion a moment later (the same
+    retention pass corrects them after deleting segments), so the bounds are taken
+    once two polls in a row agree."""
     addr = cluster.brokers[0].http_addr
     deadline = time.monotonic() + timeout_s
+    before: dict[tuple[str, int], tuple[int, int]] | None = None
     with PullConsumer(group="retention-watch", namesrv=cluster.namesrv_addr) as consumer:
         while True:
             lo_bytes, hi_bytes = commit_log_bounds(addr)
@@ -227,7 +232,11 @@ def wait_for_retention(
                 for mq in consumer.fetch_queues(topic)
             }
             if done and all(lo > 0 for lo, _ in bounds.values()):
-                return bounds
+                if bounds == before:
+                    return bounds
+                before = bounds
+            else:
+                before = None
             assert time.monotonic() < deadline, f"retention did not run: {lo_bytes}, {bounds}"
             time.sleep(0.1)
 
