@@ -355,18 +355,41 @@ class Producer:
         """Send and wait (SYNC). ``queue``: that queue only; ``sharding_key``: ordered;
         ``born_timestamp`` (ms since the epoch): the message's born time, else now."""
         self.start()
-        encoded = self.encoder.one(msg)
-        encoded.born = _born(born_timestamp)
         batching = self._batching
         if (
             self.auto_batch
             and batching is not None
-            and encoded.born is None  # a batch carries the born time of its sending
+            and born_timestamp is None  # a batch carries the born time of its sending
+            and sharding_key is None
+            and timeout_ms is None
+            and self.encoder.plain_checked(msg)  # checked here; encoded later, with its batch
+        ):
+            acc = batching.accumulator
+            key = (msg.topic, queue, False)
+            if acc.enter_direct(key):  # the wire is idle: alone, reading its own answer
+                try:
+                    encoded = self.encoder.plain_one(msg, msg.body)
+                    return self._send(encoded, msg, self.retry_times_when_send_failed, queue=queue)
+                finally:
+                    acc.leave_direct(key)
+            waiter = SyncWaiter()
+            if acc.add(key, msg, plain_size(msg), waiter):
+                return batching.wait(waiter)
+            return self._send(  # the accumulator is full: alone
+                self.encoder.plain_one(msg, msg.body), msg, self.retry_times_when_send_failed,
+                queue=queue,
+            )  # fmt: skip
+        encoded = self.encoder.one(msg)
+        encoded.born = _born(born_timestamp)
+        if (
+            self.auto_batch
+            and batching is not None
+            and encoded.born is None
             and batching.gathers(encoded, msg, sharding_key, timeout_ms)
         ):
             acc = batching.accumulator
             key = (encoded.topic, queue, False)
-            if acc.enter_direct(key):  # the wire is idle: alone, reading its own answer
+            if acc.enter_direct(key):
                 try:
                     return self._send(encoded, msg, self.retry_times_when_send_failed, queue=queue)
                 finally:

@@ -735,6 +735,202 @@ fail:
     return NULL;
 }
 
+/* encode_messages(msgs, topic, head, first, max_body, topic_len) -> (data, sizes) | None
+ * A batch request's entries for messages that are only a body and perhaps tags (see
+ * connector/client/encoding.py's Encoder.plain_list), laid out as the per-message path
+ * lays them out (TAGS, then UNIQ_KEY from the 28-byte head and the 16-bit counter from
+ * first); sizes: each one's record size. None, with nothing made, when a message is not
+ * such a message (another topic, keys, properties, a delay level, a flag, a body that is
+ * not bytes or is empty or over max_body, tags that are not text or hold a separator):
+ * the caller's per-message path then says what is wrong with it. */
+#define PROPS_MAX 32767
+#define UNIQ_PREFIX "UNIQ_KEY\x01"
+#define TAGS_PREFIX "TAGS\x01"
+
+typedef struct {
+    PyObject *body, *tags; /* references held until the end */
+    const char *tag;
+    Py_ssize_t tag_len;
+} Plain;
+
+static PyObject *s_topic, *s_keys, *s_properties, *s_delay_level, *s_flag, *s_body, *s_tags;
+
+static int
+attr_true(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) {
+        return -1;
+    }
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return t;
+}
+
+/* 1: plain (p filled, its references held), 0: not, -1: an error set */
+static int
+plain_message(PyObject *m, PyObject *topic, int64_t max_body, Plain *p)
+{
+    PyObject *t = PyObject_GetAttr(m, s_topic);
+    if (t == NULL) {
+        return -1;
+    }
+    int same = PyUnicode_CheckExact(t) && PyUnicode_Compare(t, topic) == 0;
+    Py_DECREF(t);
+    if (!same) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    PyObject *const names[] = {s_keys, s_properties, s_delay_level, s_flag};
+    for (int k = 0; k < 4; k++) {
+        int v = attr_true(m, names[k]);
+        if (v != 0) {
+            return v < 0 ? -1 : 0;
+        }
+    }
+    p->body = PyObject_GetAttr(m, s_body);
+    if (p->body == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = PyBytes_CheckExact(p->body) ? PyBytes_GET_SIZE(p->body) : 0;
+    if (n <= 0 || n > max_body) {
+        Py_CLEAR(p->body);
+        return 0;
+    }
+    p->tags = PyObject_GetAttr(m, s_tags);
+    if (p->tags == NULL) {
+        Py_CLEAR(p->body);
+        return -1;
+    }
+    p->tag = NULL;
+    p->tag_len = 0;
+    if (p->tags != Py_None) {
+        if (!PyUnicode_Check(p->tags)) {
+            goto not_plain;
+        }
+        if (PyUnicode_GET_LENGTH(p->tags) > 0) {
+            p->tag = PyUnicode_AsUTF8AndSize(p->tags, &p->tag_len);
+            if (p->tag == NULL) { /* a lone surrogate: the per-message path says so */
+                PyErr_Clear();
+                goto not_plain;
+            }
+            if (memchr(p->tag, 1, (size_t)p->tag_len) || memchr(p->tag, 2, (size_t)p->tag_len)) {
+                goto not_plain;
+            }
+        }
+    }
+    return 1;
+not_plain:
+    Py_CLEAR(p->body);
+    Py_CLEAR(p->tags);
+    return 0;
+}
+
+static PyObject *
+k_encode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    int64_t first, max_body, topic_len;
+    if (check_nargs(nargs, 6, "encode_messages") < 0 || arg_i64(args[3], "first", &first) < 0 ||
+        arg_i64(args[4], "max_body", &max_body) < 0 ||
+        arg_i64(args[5], "topic_len", &topic_len) < 0) {
+        return NULL;
+    }
+    PyObject *topic = args[1], *head = args[2];
+    if (!PyUnicode_Check(topic) || !PyBytes_Check(head) || PyBytes_GET_SIZE(head) != 28) {
+        PyErr_SetString(PyExc_TypeError, "encode_messages: a str topic and a 28-byte head");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[0], "encode_messages: a list of messages");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), got = 0;
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *result = NULL, *data = NULL, *sizes = NULL;
+    Plain *ps = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Plain));
+    if (ps == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    int64_t total = 0;
+    const int64_t uniq_props = (int64_t)strlen(UNIQ_PREFIX) + 33;
+    for (; got < n; got++) {
+        int r = plain_message(items[got], topic, max_body, &ps[got]);
+        if (r <= 0) {
+            if (r == 0) {
+                result = Py_NewRef(Py_None);
+            }
+            goto out;
+        }
+        int64_t props = uniq_props;
+        if (ps[got].tag_len) {
+            props += (int64_t)strlen(TAGS_PREFIX) + ps[got].tag_len + 1;
+        }
+        if (props > PROPS_MAX) {
+            result = Py_NewRef(Py_None);
+            got++; /* its references are released below */
+            goto out;
+        }
+        total += 22 + PyBytes_GET_SIZE(ps[got].body) + props;
+    }
+    data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    sizes = data ? PyList_New(n) : NULL;
+    if (sizes == NULL) {
+        goto out;
+    }
+    uint8_t *out = (uint8_t *)PyBytes_AS_STRING(data);
+    const uint8_t *hd = (const uint8_t *)PyBytes_AS_STRING(head);
+    int64_t pos = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint8_t *body = (const uint8_t *)PyBytes_AS_STRING(ps[i].body);
+        int64_t blen = PyBytes_GET_SIZE(ps[i].body), tlen = ps[i].tag_len;
+        int64_t props = uniq_props + (tlen ? (int64_t)strlen(TAGS_PREFIX) + tlen + 1 : 0);
+        PyObject *size = PyLong_FromLongLong(HEADER_SIZE + blen + 1 + topic_len + 2 + props);
+        if (size == NULL) {
+            goto out;
+        }
+        PyList_SET_ITEM(sizes, i, size);
+        put_i32(out, pos, 22 + blen + props);
+        put_i32(out, pos + 4, MESSAGE_MAGIC);
+        put_i32(out, pos + 8, crc32_range(body, 0, blen, 0) & 0x7FFFFFFF);
+        put_i32(out, pos + 12, 0);
+        put_i32(out, pos + 16, blen);
+        pos += 20;
+        memcpy(out + pos, body, (size_t)blen);
+        pos += blen;
+        out[pos] = (uint8_t)(props >> 8);
+        out[pos + 1] = (uint8_t)props;
+        pos += 2;
+        if (tlen) {
+            memcpy(out + pos, TAGS_PREFIX, strlen(TAGS_PREFIX));
+            pos += (int64_t)strlen(TAGS_PREFIX);
+            memcpy(out + pos, ps[i].tag, (size_t)tlen);
+            pos += tlen;
+            out[pos++] = 2;
+        }
+        memcpy(out + pos, UNIQ_PREFIX, strlen(UNIQ_PREFIX));
+        pos += (int64_t)strlen(UNIQ_PREFIX);
+        memcpy(out + pos, hd, 28);
+        int64_t v = (first + i) & 0xFFFF;
+        for (int d = 0; d < 4; d++) {
+            out[pos + 28 + d] = (uint8_t)HEXD[(v >> (12 - 4 * d)) & 15];
+        }
+        out[pos + 32] = 2;
+        pos += 33;
+    }
+    result = PyTuple_Pack(2, data, sizes);
+out:
+    for (Py_ssize_t i = 0; i < got && ps != NULL; i++) {
+        Py_XDECREF(ps[i].body);
+        Py_XDECREF(ps[i].tags);
+    }
+    PyMem_Free(ps);
+    Py_XDECREF(data);
+    Py_XDECREF(sizes);
+    Py_DECREF(seq);
+    return result;
+}
+
 #define METHOD(name, fn) {name, (PyCFunction)(void (*)(void))fn, METH_FASTCALL, NULL}
 
 static PyMethodDef methods[] = {
@@ -748,6 +944,7 @@ static PyMethodDef methods[] = {
     METHOD("check_bodies", k_check_bodies),
     METHOD("offset_ids", k_offset_ids),
     METHOD("encode_plain", k_encode_plain),
+    METHOD("encode_messages", k_encode_messages),
     METHOD("fill", k_fill),
     {NULL, NULL, 0, NULL},
 };
@@ -761,5 +958,15 @@ PyMODINIT_FUNC
 PyInit__kernels(void)
 {
     crc_init();
+    s_topic = PyUnicode_InternFromString("topic");
+    s_keys = PyUnicode_InternFromString("_keys");
+    s_properties = PyUnicode_InternFromString("properties");
+    s_delay_level = PyUnicode_InternFromString("delay_level");
+    s_flag = PyUnicode_InternFromString("flag");
+    s_body = PyUnicode_InternFromString("body");
+    s_tags = PyUnicode_InternFromString("tags");
+    if (!s_topic || !s_keys || !s_properties || !s_delay_level || !s_flag || !s_body || !s_tags) {
+        return NULL;
+    }
     return PyModule_Create(&module_def);
 }

@@ -24,6 +24,7 @@ __all__ = [
     "check_bodies",
     "configure",
     "crc32",
+    "encode_messages",
     "encode_plain",
     "fields",
     "fill",
@@ -358,6 +359,48 @@ def encode_plain(
     data = b"".join(parts)
     _check(len(data) <= len(out), "encode_plain: message")
     out[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+
+
+def _plain_parts(m: Any, topic: str, max_body: int) -> tuple[bytes, bytes] | None:
+    """A message's body and UTF-8 tags (b"" without) if it is only those, else None."""
+    if type(m.topic) is not str or m.topic != topic:
+        return None
+    if m._keys or m.properties or m.delay_level or m.flag:
+        return None
+    body, tags = m.body, m.tags
+    if type(body) is not bytes or not 0 < len(body) <= max_body:
+        return None
+    if tags is None or (isinstance(tags, str) and not tags):
+        return body, b""
+    if not isinstance(tags, str):
+        return None
+    try:
+        raw = tags.encode()
+    except UnicodeEncodeError:
+        return None
+    return (body, raw) if b"\x01" not in raw and b"\x02" not in raw else None
+
+
+def encode_messages(
+    msgs: Any, topic: str, head: bytes, first: int, max_body: int, topic_len: int
+) -> tuple[bytes, list[int]] | None:
+    if not isinstance(topic, str) or not isinstance(head, bytes) or len(head) != 28:
+        raise TypeError("encode_messages: a str topic and a 28-byte head")
+    parts, sizes = [], []
+    for i, m in enumerate(msgs):
+        got = _plain_parts(m, topic, max_body)
+        if got is None:
+            return None
+        body, tags = got
+        props = (b"TAGS\x01" + tags + b"\x02" if tags else b"") + b"UNIQ_KEY\x01" + head
+        props += b"%04X\x02" % ((first + i) & 0xFFFF)
+        if len(props) > 32767:
+            return None
+        crc = _crc32(body) & 0x7FFFFFFF
+        parts += [struct.pack(">iIiii", 22 + len(body) + len(props), MESSAGE_MAGIC, crc, 0,
+                              len(body)), body, struct.pack(">H", len(props)), props]  # fmt: skip
+        sizes.append(HEADER_SIZE + len(body) + 1 + topic_len + 2 + len(props))
+    return b"".join(parts), sizes
 
 
 def fill(
