@@ -840,12 +840,13 @@ k_encode_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "encode_messages: a str topic and a 28-byte head");
         return NULL;
     }
-    PyObject *seq = PySequence_Fast(args[0], "encode_messages: a list of messages");
+    /* a tuple of its own: reading an attribute may run code that changes a list */
+    PyObject *seq = PySequence_Tuple(args[0]);
     if (seq == NULL) {
         return NULL;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), got = 0;
-    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq), got = 0;
+    PyObject **items = PySequence_Fast_ITEMS(seq); /* a tuple's items */
     PyObject *result = NULL, *data = NULL, *sizes = NULL;
     Plain *ps = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Plain));
     if (ps == NULL) {
