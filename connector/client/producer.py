@@ -356,47 +356,41 @@ class Producer:
         ``born_timestamp`` (ms since the epoch): the message's born time, else now."""
         self.start()
         batching = self._batching
-        if (
-            self.auto_batch
-            and batching is not None
+        batched = self.auto_batch and batching is not None
+        # a message of only a body (and tags) is checked here and encoded with its batch
+        plain = (
+            batched
             and born_timestamp is None  # a batch carries the born time of its sending
             and sharding_key is None
             and timeout_ms is None
-            and self.encoder.plain_checked(msg)  # checked here; encoded later, with its batch
-        ):
+            and self.encoder.plain_checked(msg)
+        )
+        encoded: Encoded | None = None
+        gather = plain
+        if not plain:
+            encoded = self.encoder.one(msg)
+            encoded.born = _born(born_timestamp)
+            gather = (
+                batched
+                and encoded.born is None
+                and AutoBatch.gathers(encoded, msg, sharding_key, timeout_ms)
+            )
+        if gather and batching is not None:
             acc = batching.accumulator
             key = (msg.topic, queue, False)
             if acc.enter_direct(key):  # the wire is idle: alone, reading its own answer
                 try:
-                    encoded = self.encoder.plain_one(msg, msg.body)
+                    if encoded is None:
+                        encoded = self.encoder.plain_one(msg, msg.body)
                     return self._send(encoded, msg, self.retry_times_when_send_failed, queue=queue)
                 finally:
                     acc.leave_direct(key)
             waiter = SyncWaiter()
-            if acc.add(key, msg, plain_size(msg), waiter):
+            nbytes = plain_size(msg) if encoded is None else len(encoded.data)
+            if acc.add(key, msg, nbytes, waiter, encoded):
                 return batching.wait(waiter)
-            return self._send(  # the accumulator is full: alone
-                self.encoder.plain_one(msg, msg.body), msg, self.retry_times_when_send_failed,
-                queue=queue,
-            )  # fmt: skip
-        encoded = self.encoder.one(msg)
-        encoded.born = _born(born_timestamp)
-        if (
-            self.auto_batch
-            and batching is not None
-            and encoded.born is None
-            and batching.gathers(encoded, msg, sharding_key, timeout_ms)
-        ):
-            acc = batching.accumulator
-            key = (encoded.topic, queue, False)
-            if acc.enter_direct(key):
-                try:
-                    return self._send(encoded, msg, self.retry_times_when_send_failed, queue=queue)
-                finally:
-                    acc.leave_direct(key)
-            waiter = SyncWaiter()
-            if batching.add(encoded, msg, key, waiter):
-                return batching.wait(waiter)
+        if encoded is None:  # the accumulator is full: alone
+            encoded = self.encoder.plain_one(msg, msg.body)
         return self._send(
             encoded,
             msg,
